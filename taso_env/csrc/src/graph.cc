@@ -1,0 +1,229 @@
+// Graph construction (validation + shape inference), structure queries and the
+// canonical hash.
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <unordered_set>
+
+#include "taso/errors.h"
+#include "taso/graph.h"
+
+namespace taso {
+namespace {
+
+// splitmix64-based mixing: good avalanche, cheap, deterministic across runs.
+uint64_t mix(uint64_t h, uint64_t v) {
+  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t hash_string(uint64_t h, const std::string& s) {
+  uint64_t fnv = 1469598103934665603ULL;
+  for (unsigned char ch : s) fnv = (fnv ^ ch) * 1099511628211ULL;
+  return mix(mix(h, fnv), s.size());
+}
+
+uint64_t hash_type(uint64_t h, const TensorType& t) {
+  h = mix(h, static_cast<uint64_t>(t.dtype));
+  h = mix(h, t.shape.size());
+  for (int64_t d : t.shape) h = mix(h, static_cast<uint64_t>(d));
+  return h;
+}
+
+uint64_t hash_attrs(uint64_t h, const Attrs& a) {
+  for (const auto& kv : a.ints) {
+    h = hash_string(h, kv.first);
+    h = mix(h, kv.second.size());
+    for (int64_t v : kv.second) h = mix(h, static_cast<uint64_t>(v));
+  }
+  for (const auto& kv : a.floats) {
+    h = hash_string(h, kv.first);
+    uint64_t bits;
+    std::memcpy(&bits, &kv.second, sizeof bits);
+    h = mix(h, bits);
+  }
+  for (const auto& kv : a.strings) h = hash_string(hash_string(h, kv.first), kv.second);
+  return h;
+}
+
+}  // namespace
+
+int Graph::add_op(const OpSpec& spec) {
+  OpType type = op_type_from_name(spec.type);
+  const OpSchema& schema = op_schema(type);
+  std::string name = spec.name.empty() ? spec.type + "_" + std::to_string(ops_.size()) : spec.name;
+  std::vector<TensorType> input_types;
+  input_types.reserve(spec.inputs.size());
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorRef& r = spec.inputs[i];
+    if (r.op < 0 || r.op >= num_ops())
+      throw GraphError(spec.type + " op '" + name + "': input " + std::to_string(i) + " refers to op " +
+                       std::to_string(r.op) + ", which does not exist yet (graph has " +
+                       std::to_string(num_ops()) + " ops)");
+    const Op& producer = ops_[r.op];
+    if (r.index < 0 || r.index >= static_cast<int>(producer.outputs.size()))
+      throw GraphError(spec.type + " op '" + name + "': input " + std::to_string(i) + " refers to output " +
+                       std::to_string(r.index) + " of op '" + producer.name + "', which has " +
+                       std::to_string(producer.outputs.size()) + " outputs");
+    input_types.push_back(producer.outputs[r.index]);
+  }
+  Op op{type, name, spec.inputs, spec.attrs, {}};
+  if (schema.declared_outputs) {
+    if (spec.declared_outputs.empty())
+      throw GraphError(spec.type + " op '" + name + "' needs declared output types");
+    if (type != OpType::kOpaque && (spec.declared_outputs.size() != 1 || !spec.inputs.empty()))
+      throw GraphError(spec.type + " op '" + name + "' has no inputs and exactly one output");
+    for (const TensorType& t : spec.declared_outputs) {
+      dtype_size(t.dtype);  // validates the dtype code
+      for (int64_t d : t.shape)
+        if (d < 0) throw ShapeError(spec.type + " op '" + name + "': declared shape " + shape_str(t.shape) +
+                                    " has a negative dimension");
+    }
+    validate_op_attrs(type, name, op.attrs);
+    op.outputs = spec.declared_outputs;
+    if (is_source_op(type)) {
+      for (const Op& other : ops_)
+        if (is_source_op(other.type) && other.name == name)
+          throw GraphError("duplicate input/weight name '" + name + "'");
+    }
+  } else {
+    op.outputs = infer_output_types(type, name, input_types, op.attrs);
+  }
+  ops_.push_back(std::move(op));
+  return num_ops() - 1;
+}
+
+void Graph::add_output(const TensorRef& tensor, const std::string& name) {
+  if (tensor.op < 0 || tensor.op >= num_ops() || tensor.index < 0 ||
+      tensor.index >= static_cast<int>(ops_[tensor.op].outputs.size()))
+    throw GraphError("graph output '" + name + "' refers to a tensor that does not exist (op " +
+                     std::to_string(tensor.op) + ", output " + std::to_string(tensor.index) + ")");
+  if (name.empty()) throw GraphError("graph output names must not be empty");
+  if (std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end())
+    throw GraphError("duplicate graph output name '" + name + "'");
+  outputs_.push_back(tensor);
+  output_names_.push_back(name);
+}
+
+int Graph::num_compute_ops() const {
+  int n = 0;
+  for (const Op& op : ops_) n += is_source_op(op.type) ? 0 : 1;
+  return n;
+}
+
+const Op& Graph::op(int id) const {
+  if (id < 0 || id >= num_ops())
+    throw IndexError("op id " + std::to_string(id) + " out of range [0, " + std::to_string(num_ops()) + ")");
+  return ops_[id];
+}
+
+const TensorType& Graph::tensor_type(const TensorRef& t) const {
+  const Op& producer = op(t.op);
+  if (t.index < 0 || t.index >= static_cast<int>(producer.outputs.size()))
+    throw IndexError("op '" + producer.name + "' has no output " + std::to_string(t.index));
+  return producer.outputs[t.index];
+}
+
+std::vector<std::vector<std::vector<std::pair<int, int>>>> Graph::consumers() const {
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> result(ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i) result[i].resize(ops_[i].outputs.size());
+  for (size_t i = 0; i < ops_.size(); ++i)
+    for (size_t slot = 0; slot < ops_[i].inputs.size(); ++slot) {
+      const TensorRef& r = ops_[i].inputs[slot];
+      result[r.op][r.index].emplace_back(static_cast<int>(i), static_cast<int>(slot));
+    }
+  return result;
+}
+
+std::vector<int> Graph::topological_order() const {
+  std::vector<std::vector<int>> deps(ops_.size());
+  std::vector<std::string> names(ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    names[i] = ops_[i].name;
+    for (const TensorRef& r : ops_[i].inputs) deps[i].push_back(r.op);
+  }
+  return topological_sort(deps, names);
+}
+
+std::vector<uint64_t> Graph::op_hashes() const {
+  std::vector<uint64_t> h(ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    uint64_t v = mix(0x7a5f0c1d2e3b4a59ULL, static_cast<uint64_t>(op.type));
+    if (is_source_op(op.type)) v = hash_string(v, op.name);
+    v = hash_attrs(v, op.attrs);
+    for (const TensorType& t : op.outputs) v = hash_type(v, t);
+    for (const TensorRef& r : op.inputs) v = mix(mix(v, h[r.op]), static_cast<uint64_t>(r.index));
+    h[i] = v;
+  }
+  return h;
+}
+
+uint64_t Graph::hash() const {
+  std::vector<uint64_t> h = op_hashes();
+  std::vector<uint64_t> sorted = h;
+  std::sort(sorted.begin(), sorted.end());
+  uint64_t v = mix(0x3c6ef372fe94f82bULL, sorted.size());
+  for (uint64_t x : sorted) v = mix(v, x);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    v = hash_string(v, output_names_[i]);
+    v = mix(mix(v, h[outputs_[i].op]), static_cast<uint64_t>(outputs_[i].index));
+  }
+  return v;
+}
+
+OpWork Graph::op_work(int id) const {
+  const Op& o = op(id);
+  std::vector<TensorType> in;
+  in.reserve(o.inputs.size());
+  for (const TensorRef& r : o.inputs) in.push_back(tensor_type(r));
+  return compute_op_work(o, in);
+}
+
+std::vector<int> topological_sort(const std::vector<std::vector<int>>& deps,
+                                  const std::vector<std::string>& names) {
+  size_t n = deps.size();
+  std::vector<int> indegree(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (size_t i = 0; i < n; ++i)
+    for (int d : deps[i]) {
+      if (d < 0 || static_cast<size_t>(d) >= n)
+        throw GraphError("op '" + (i < names.size() ? names[i] : std::to_string(i)) +
+                         "' depends on op " + std::to_string(d) + ", which does not exist");
+      users[d].push_back(static_cast<int>(i));
+      ++indegree[i];
+    }
+  // A min-heap on the index keeps the given order wherever it is already valid.
+  std::vector<int> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (indegree[i] == 0) ready.push_back(static_cast<int>(i));
+  std::make_heap(ready.begin(), ready.end(), std::greater<int>());
+  std::vector<int> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    std::pop_heap(ready.begin(), ready.end(), std::greater<int>());
+    int i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    for (int u : users[i])
+      if (--indegree[u] == 0) {
+        ready.push_back(u);
+        std::push_heap(ready.begin(), ready.end(), std::greater<int>());
+      }
+  }
+  if (order.size() != n) {
+    std::string on_cycle;
+    int listed = 0;
+    for (size_t i = 0; i < n && listed < 8; ++i)
+      if (indegree[i] > 0) {
+        on_cycle += (listed ? ", '" : "'") + (i < names.size() ? names[i] : std::to_string(i)) + "'";
+        ++listed;
+      }
+    throw CycleError("the graph has a cycle through ops " + on_cycle);
+  }
+  return order;
+}
+
+}  // namespace taso

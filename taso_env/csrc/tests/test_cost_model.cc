@@ -1,0 +1,61 @@
+// The analytic cost model: roofline arithmetic and "no op is free".
+#include "check.h"
+#include "helpers.h"
+#include "taso/cost_model.h"
+#include "taso/errors.h"
+
+using namespace taso;
+using namespace testing_helpers;
+
+TEST(conv_flops_and_bytes) {
+  Graph g;
+  auto x = source(g, "Input", "x", {1, 64, 56, 56});
+  auto w = source(g, "Weight", "w", {64, 64, 3, 3});
+  auto y = add(g, "Conv2D", {x, w}, ints({{"pads", {1, 1, 1, 1}}}));
+  OpWork work = g.op_work(y.op);
+  double out = 64.0 * 56 * 56;
+  CHECK_NEAR(work.flops, out * 2 * 64 * 9, 1.0);
+  CHECK_NEAR(work.bytes_read, (64.0 * 56 * 56 + 64.0 * 64 * 9) * 4, 1.0);
+  CHECK_NEAR(work.bytes_written, out * 4, 1.0);
+}
+
+TEST(roofline_takes_the_larger_of_compute_and_memory) {
+  Graph g;
+  auto x = source(g, "Input", "x", {1, 1024, 1024});
+  auto t = add(g, "Transpose", {x}, ints({{"perm", {0, 2, 1}}}));
+  auto w = source(g, "Weight", "w", {1024, 1024});
+  auto m = add(g, "MatMul", {x, w});
+  DeviceProfile p = device_profile("h100");
+  AnalyticCostModel model(p);
+  double bytes = 2.0 * 1024 * 1024 * 4;
+  double expect_t = p.launch_overhead_us * 1e-3 + bytes / (p.memory_bandwidth * p.memory_efficiency) * 1e3;
+  CHECK_NEAR(model.op_cost_ms(g, t.op), expect_t, 1e-9);
+  double flops = 2.0 * 1024 * 1024 * 1024;
+  double expect_m = p.launch_overhead_us * 1e-3 + flops / (p.peak_flops * p.compute_efficiency) * 1e3;
+  CHECK_NEAR(model.op_cost_ms(g, m.op), expect_m, 1e-9);
+}
+
+TEST(no_computing_op_is_free_and_sources_cost_nothing) {
+  Graph g;
+  auto x = source(g, "Input", "x", {1, 16});
+  auto r = add(g, "Reshape", {x}, ints({{"shape", {4, 4}}}));
+  auto i = add(g, "Identity", {r});
+  AnalyticCostModel model(device_profile("h100"));
+  CHECK(model.op_cost_ms(g, r.op) > 0);
+  CHECK(model.op_cost_ms(g, i.op) > 0);
+  CHECK_EQ(model.op_cost_ms(g, x.op), 0.0);
+  auto costs = model.op_costs_ms(g);
+  CHECK_NEAR(model.graph_cost_ms(g), costs[0] + costs[1] + costs[2], 1e-12);
+}
+
+TEST(tf32_profile_is_faster_for_big_matmuls_and_unknown_profile_is_an_error) {
+  Graph g;
+  auto a = source(g, "Input", "a", {4096, 4096});
+  auto m = add(g, "MatMul", {a, a});
+  double fp32 = AnalyticCostModel(device_profile("h100")).op_cost_ms(g, m.op);
+  double tf32 = AnalyticCostModel(device_profile("h100-tf32")).op_cost_ms(g, m.op);
+  CHECK(tf32 < fp32);
+  CHECK_THROWS(device_profile("tpu"), ValueError, "unknown device profile 'tpu'");
+}
+
+TEST_MAIN()
