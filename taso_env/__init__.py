@@ -1,0 +1,37 @@
+"""taso_env: the substitution engine of rlflow.
+
+    import taso_env as te
+    g = te.load_onnx("model.onnx")        # or te.graphs.build("bert_base")
+    g.num_ops, g.cost()                   # estimated ms under the active cost model
+    g.export_onnx("out.onnx")
+    te.set_cost_model("analytic:h100")
+"""
+
+from taso_env import errors, graphs
+from taso_env.builder import GraphBuilder, Tensor
+from taso_env.cost_model import (
+    AnalyticCostModel,
+    CostModel,
+    device_profiles,
+    get_cost_model,
+    set_cost_model,
+)
+from taso_env.graph import Graph, OpInfo, TensorInfo, TensorRef
+from taso_env.onnx_import import load_onnx
+
+__all__ = [
+    "AnalyticCostModel",
+    "CostModel",
+    "Graph",
+    "GraphBuilder",
+    "OpInfo",
+    "Tensor",
+    "TensorInfo",
+    "TensorRef",
+    "device_profiles",
+    "errors",
+    "get_cost_model",
+    "graphs",
+    "load_onnx",
+    "set_cost_model",
+]

@@ -1,0 +1,116 @@
+# Declarations mirrored from the C++ public headers (taso_env/csrc/include/taso/).
+from libc.stdint cimport int64_t, uint64_t
+from libcpp cimport bool
+from libcpp.map cimport map
+from libcpp.string cimport string
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
+
+# Translates the active C++ exception into the matching taso_env.errors class; used as
+# the `except +` handler of every core call (defined in _core.pyx).
+cdef int raise_core_error() except -1
+
+
+cdef extern from "taso/types.h" namespace "taso":
+    int dtype_size(int dtype) except +raise_core_error
+
+    cdef cppclass TensorType:
+        vector[int64_t] shape
+        int dtype
+        int64_t num_elements()
+        int64_t num_bytes() except +raise_core_error
+
+    cdef cppclass TensorRef:
+        int op
+        int index
+
+    cdef cppclass Attrs:
+        map[string, vector[int64_t]] ints
+        map[string, double] floats
+        map[string, string] strings
+
+
+cdef extern from "taso/errors.h" namespace "taso":
+    pair[int, string] classify_current_exception()
+
+
+cdef extern from "taso/op.h" namespace "taso":
+    cdef enum class OpType(int):
+        pass
+
+    cdef enum class AttrKind(int):
+        pass
+
+    cdef cppclass AttrSpec:
+        string name
+        AttrKind kind
+        bool required
+
+    cdef cppclass OpSchema:
+        string name
+        int min_inputs
+        int max_inputs
+        bool declared_outputs
+        vector[AttrSpec] attrs
+
+    OpSchema op_schema(OpType type) except +raise_core_error
+    OpType op_type_from_name(const string& name) except +raise_core_error
+    vector[string] op_type_names()
+
+    cdef cppclass Op:
+        OpType type
+        string name
+        vector[TensorRef] inputs
+        Attrs attrs
+        vector[TensorType] outputs
+
+    cdef cppclass OpWork:
+        double flops
+        double bytes_read
+        double bytes_written
+
+
+cdef extern from "taso/graph.h" namespace "taso":
+    cdef cppclass OpSpec:
+        string type
+        string name
+        vector[TensorRef] inputs
+        Attrs attrs
+        vector[TensorType] declared_outputs
+
+    cdef cppclass Graph:
+        Graph()
+        Graph(const Graph&)
+        int add_op(const OpSpec& spec) except +raise_core_error
+        void add_output(const TensorRef& tensor, const string& name) except +raise_core_error
+        int num_ops()
+        int num_compute_ops()
+        Op op(int id) except +raise_core_error
+        vector[TensorRef] outputs()
+        vector[string] output_names()
+        uint64_t hash()
+        vector[uint64_t] op_hashes()
+        vector[int] topological_order() except +raise_core_error
+        OpWork op_work(int id) except +raise_core_error
+
+    vector[int] topological_sort(const vector[vector[int]]& deps, const vector[string]& names) except +raise_core_error
+
+
+cdef extern from "taso/cost_model.h" namespace "taso":
+    cdef cppclass DeviceProfile:
+        string name
+        double peak_flops
+        double memory_bandwidth
+        double launch_overhead_us
+        double compute_efficiency
+        double memory_efficiency
+
+    DeviceProfile device_profile(const string& name) except +raise_core_error
+    vector[string] device_profile_names()
+
+    cdef cppclass AnalyticCostModel:
+        AnalyticCostModel(DeviceProfile profile)
+        DeviceProfile profile()
+        double op_cost_ms(const Graph& graph, int op_id) except +raise_core_error
+        vector[double] op_costs_ms(const Graph& graph) except +raise_core_error
+        double graph_cost_ms(const Graph& graph) except +raise_core_error

@@ -1,0 +1,266 @@
+"""The Python face of a computation graph.
+
+A `Graph` is an immutable value: the C++ graph (ops in topological order, shapes
+inferred) plus the data of the weights that have any (models loaded without weights,
+such as the shape-only ONNX files, have none). Ops are read as `OpInfo` records:
+
+    OpInfo(id, type, name, inputs, attrs, outputs)
+      id       position in `graph.ops` (ops only read ops with smaller ids)
+      type     op type name, see docs/operators.md ("Conv2D", "Input", "Opaque", ...)
+      inputs   tuple of TensorRef(op, index): output `index` of op `op`
+      attrs    dict with every default filled in; scalar int attributes are ints,
+               list attributes lists of ints, float attributes floats, strings bytes
+      outputs  tuple of TensorInfo(shape, dtype) (dtype: ONNX element-type code)
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from taso_env import _core, dtypes
+from taso_env.cost_model import CostModel, get_cost_model, make_cost_model
+
+
+class TensorRef(NamedTuple):
+    """Output `index` of op `op`."""
+
+    op: int
+    index: int = 0
+
+
+class TensorInfo(NamedTuple):
+    shape: tuple[int, ...]
+    dtype: int
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return dtypes.to_numpy(self.dtype)
+
+    @property
+    def num_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    id: int
+    type: str
+    name: str
+    inputs: tuple[TensorRef, ...]
+    attrs: dict
+    outputs: tuple[TensorInfo, ...]
+
+
+@functools.cache
+def _scalar_attrs(op_type: str) -> frozenset[str]:
+    schema = _core.op_type_schema(op_type)["attrs"]
+    return frozenset(n for n, (kind, _) in schema.items() if kind == "int")
+
+
+def _op_info(core: _core.CoreGraph, i: int) -> OpInfo:
+    op_type, name, inputs, ints, floats, strings, outputs = core.op_record(i)
+    scalars = _scalar_attrs(op_type)
+    attrs = {k: (v[0] if k in scalars else v) for k, v in ints.items()}
+    attrs.update(floats)
+    attrs.update(strings)
+    return OpInfo(
+        id=i,
+        type=op_type,
+        name=name,
+        inputs=tuple(TensorRef(*r) for r in inputs),
+        attrs=attrs,
+        outputs=tuple(TensorInfo(tuple(s), d) for s, d in outputs),
+    )
+
+
+class Graph:
+    """An immutable computation graph with optional weight data.
+
+    Build one with `taso_env.GraphBuilder`, `taso_env.load_onnx` or
+    `taso_env.graphs.build`.
+    """
+
+    def __init__(self, core: _core.CoreGraph, weights: Mapping[str, np.ndarray] | None = None,
+                 name: str = "graph", metadata: Mapping[str, str] | None = None):
+        self._core = core
+        self._weights = types.MappingProxyType(dict(weights or {}))
+        self.name = name
+        self.metadata = types.MappingProxyType(dict(metadata or {}))
+        self._ops: tuple[OpInfo, ...] | None = None
+
+    # -- structure ---------------------------------------------------------------------
+    @property
+    def ops(self) -> tuple[OpInfo, ...]:
+        """Every op (inputs and weights included) in topological order."""
+        if self._ops is None:
+            self._ops = tuple(_op_info(self._core, i) for i in range(self._core.num_ops))
+        return self._ops
+
+    def op(self, op_id: int) -> OpInfo:
+        return self.ops[op_id]
+
+    @property
+    def num_ops(self) -> int:
+        """Number of computing ops (graph inputs and weights are not counted)."""
+        return self._core.num_compute_ops
+
+    @property
+    def inputs(self) -> tuple[OpInfo, ...]:
+        """The graph's Input ops (fed by name)."""
+        return tuple(o for o in self.ops if o.type == "Input")
+
+    @property
+    def weight_ops(self) -> tuple[OpInfo, ...]:
+        return tuple(o for o in self.ops if o.type == "Weight")
+
+    @property
+    def outputs(self) -> tuple[TensorRef, ...]:
+        return tuple(TensorRef(*r) for r in self._core.outputs())
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(self._core.output_names())
+
+    def tensor(self, ref: TensorRef) -> TensorInfo:
+        return self.ops[ref.op].outputs[ref.index]
+
+    def consumers(self) -> list[list[list[tuple[int, int]]]]:
+        """consumers()[op][index]: the (op id, input slot) pairs reading that output."""
+        result = [[[] for _ in o.outputs] for o in self.ops]
+        for o in self.ops:
+            for slot, r in enumerate(o.inputs):
+                result[r.op][r.index].append((o.id, slot))
+        return result
+
+    def op_type_counts(self) -> Counter:
+        """Histogram of computing op types."""
+        return Counter(o.type for o in self.ops if o.type not in ("Input", "Weight"))
+
+    def op_work(self, op_id: int) -> tuple[float, float, float]:
+        """(flops, bytes read, bytes written) of one op."""
+        return self._core.op_work(op_id)
+
+    # -- identity ----------------------------------------------------------------------
+    def hash(self) -> int:
+        """Canonical structural hash (independent of op order and op names)."""
+        return self._core.hash()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Graph) and self.hash() == other.hash()
+
+    def __hash__(self) -> int:
+        return self.hash()
+
+    # -- weights -----------------------------------------------------------------------
+    @property
+    def weights(self) -> Mapping[str, np.ndarray]:
+        """Weight data by name (read-only); weights without data are absent."""
+        return self._weights
+
+    def with_weights(self, weights: Mapping[str, np.ndarray]) -> Graph:
+        """A copy with the given weight data (merged over the existing data).
+
+        Raises:
+            GraphError: a name is not a weight of this graph.
+            ShapeError: an array's shape or dtype differs from the weight's.
+        """
+        from taso_env.errors import GraphError, ShapeError
+
+        by_name = {o.name: o for o in self.weight_ops}
+        merged = dict(self._weights)
+        for name, value in weights.items():
+            if name not in by_name:
+                raise GraphError(f"graph {self.name!r} has no weight named {name!r}")
+            expected = by_name[name].outputs[0]
+            value = np.asarray(value)
+            if tuple(value.shape) != expected.shape or value.dtype != expected.np_dtype:
+                raise ShapeError(f"weight {name!r}: expected {expected.np_dtype}{list(expected.shape)}, "
+                                 f"got {value.dtype}{list(value.shape)}")
+            merged[name] = value
+        return Graph(self._core, merged, self.name, self.metadata)
+
+    def random_weights(self, seed: int = 0, scale: float = 0.05) -> dict[str, np.ndarray]:
+        """Random data for every weight without data (floats ~ N(0, scale); BatchNorm
+        variances and other non-negative uses are kept positive; integer weights keep
+        in-range values of 0)."""
+        rng = np.random.default_rng(seed)
+        positive = {self.ops[o.inputs[4].op].name for o in self.ops if o.type == "BatchNorm"}
+        out = {}
+        for o in self.weight_ops:
+            if o.name in self._weights:
+                continue
+            t = o.outputs[0]
+            if dtypes.is_float(t.dtype):
+                value = rng.standard_normal(t.shape) * scale
+                if o.name in positive:
+                    value = 1.0 + np.abs(value)
+                out[o.name] = value.astype(t.np_dtype)
+            else:
+                out[o.name] = np.zeros(t.shape, t.np_dtype)
+        return out
+
+    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+        """Random values for every graph input (floats ~ N(0, 1), integers in [0, 2))."""
+        rng = np.random.default_rng(seed)
+        out = {}
+        for o in self.inputs:
+            t = o.outputs[0]
+            if dtypes.is_float(t.dtype):
+                out[o.name] = rng.standard_normal(t.shape).astype(t.np_dtype)
+            elif t.dtype == dtypes.BOOL:
+                out[o.name] = rng.integers(0, 2, t.shape).astype(bool)
+            else:
+                out[o.name] = rng.integers(0, 2, t.shape).astype(t.np_dtype)
+        return out
+
+    # -- cost --------------------------------------------------------------------------
+    def cost(self, model: str | CostModel | None = None) -> float:
+        """Estimated runtime in ms under `model` (default: the active cost model)."""
+        return (make_cost_model(model) if model is not None else get_cost_model()).graph_cost(self)
+
+    def op_costs(self, model: str | CostModel | None = None) -> np.ndarray:
+        """Estimated runtime (ms) of every op, indexed by op id."""
+        m = make_cost_model(model) if model is not None else get_cost_model()
+        return np.asarray(m.op_costs(self), dtype=np.float64)
+
+    def op_table(self, model: str | CostModel | None = None) -> list[dict]:
+        """Per op type: count, total estimated ms, share of the graph cost, GFLOPs, MB
+        moved; sorted by cost."""
+        costs = self.op_costs(model)
+        rows: dict[str, dict] = {}
+        for o in self.ops:
+            if o.type in ("Input", "Weight"):
+                continue
+            flops, read, written = self.op_work(o.id)
+            row = rows.setdefault(o.type, {"op": o.type, "count": 0, "ms": 0.0, "gflops": 0.0, "mb": 0.0})
+            row["count"] += 1
+            row["ms"] += float(costs[o.id])
+            row["gflops"] += flops / 1e9
+            row["mb"] += (read + written) / 1e6
+        total = float(costs.sum()) or 1.0
+        for row in rows.values():
+            row["share"] = row["ms"] / total
+        return sorted(rows.values(), key=lambda r: -r["ms"])
+
+    # -- I/O ---------------------------------------------------------------------------
+    def export_onnx(self, path=None, *, opset: int | None = None):
+        """Writes the graph as an ONNX model (same input/output names as its source).
+
+        Weights with data become initializers; weights without data become graph inputs
+        marked `doc_string="weight: ..."`, as in the shape-only source models. Returns the
+        `onnx.ModelProto`; writes it to `path` when given.
+        """
+        from taso_env.onnx_export import export_onnx
+
+        return export_onnx(self, path, opset=opset)
+
+    def __repr__(self) -> str:
+        return (f"Graph({self.name!r}, ops={self.num_ops}, inputs={[o.name for o in self.inputs]}, "
+                f"outputs={list(self.output_names)})")
