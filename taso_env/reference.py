@@ -432,6 +432,28 @@ OP_REGISTRY: Mapping[str, OpFn] = MappingProxyType({
 })
 
 
+def _opaque(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """An opaque ONNX op runs through ONNX's own reference implementation
+    (`onnx.reference`) on the NodeProto it was loaded from."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    node = onnx.NodeProto()
+    node.ParseFromString(attrs["onnx_node"])
+    names = iter(f"in{i}" for i in range(len(inputs)))
+    renamed = [next(names) if name else "" for name in node.input]
+    del node.input[:]
+    node.input.extend(renamed)
+    outs = [f"out{i}" if name else "" for i, name in enumerate(node.output)]
+    del node.output[:]
+    node.output.extend(outs)
+    try:
+        results = ReferenceEvaluator(node).run(None, {f"in{i}": a for i, a in enumerate(inputs)})
+    except Exception as err:  # onnx.reference lacks some ops and raises many kinds
+        raise UnsupportedOpError(f"ONNX op {node.op_type!r}: onnx.reference cannot run it ({err})") from err
+    return [np.asarray(r) for r in results]
+
+
 def supported_op_types() -> frozenset[str]:
     """Op types `run` can execute: the registry plus the fed sources Input and Weight."""
     return frozenset(OP_REGISTRY) | SOURCE_OP_TYPES
@@ -450,11 +472,14 @@ def execute_op(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarr
         The output arrays, in order.
 
     Raises:
-        UnsupportedOpError: `op_type` is Opaque, a source op or unknown.
+        UnsupportedOpError: `op_type` is a source op or unknown, or an Opaque op that
+            `onnx.reference` cannot run (opaque ops run through `onnx.reference`).
         OpAttributeError: A required attribute is missing or invalid.
         ShapeError: The inputs do not fit the op.
     """
     fn = OP_REGISTRY.get(op_type)
+    if op_type == "Opaque" and attrs.get("onnx_node"):
+        fn = _opaque
     if fn is None:
         onnx_type = attrs.get("onnx_op_type")
         if isinstance(onnx_type, bytes):
