@@ -40,6 +40,17 @@ def _pair(v) -> list[int]:
     return [int(v), int(v)] if np.isscalar(v) else [int(x) for x in v]
 
 
+def _pads4(padding) -> list[int]:
+    """Pool/conv padding as 4 values (top, left, bottom, right) from an int, (h, w) or
+    4 values."""
+    if np.isscalar(padding) or len(padding) == 2:
+        ph, pw = _pair(padding)
+        return [ph, pw, ph, pw]
+    if len(padding) != 4:
+        raise ValueError(f"padding must be an int, (h, w) or 4 values, got {padding!r}")
+    return [int(p) for p in padding]
+
+
 class GraphBuilder:
     """Accumulates ops into a new graph; `build()` returns the immutable `Graph`."""
 
@@ -107,11 +118,8 @@ class GraphBuilder:
         if padding == "same":
             ph, pw = (dh * (kh - 1)) // 2, (dw * (kw - 1)) // 2
             pads = [ph, pw, dh * (kh - 1) - ph, dw * (kw - 1) - pw]
-        elif np.isscalar(padding) or len(padding) == 2:
-            ph, pw = _pair(padding)
-            pads = [ph, pw, ph, pw]
         else:
-            pads = [int(p) for p in padding]
+            pads = _pads4(padding)
         name = self.unique_name(name)
         w = self.weight(f"{name}.weight", [out_channels, x.shape[1] // groups, kh, kw], x.dtype)
         inputs = [x, w]
@@ -130,6 +138,15 @@ class GraphBuilder:
         y = self.op("MatMul", [x, w], name=name)
         y = self.op("Add", [y, self.weight(f"{name}.bias", [out_features], x.dtype)], name=f"{name}.add")
         return self.activation(y, activation)
+
+    def gemm(self, x: Tensor, out_features: int, bias: bool = True, name: str = "fc") -> Tensor:
+        """A fully connected layer on a [M, K] matrix as one Gemm, with the weight stored
+        [out_features, K] and `trans_b=1`, as PyTorch's ONNX export writes `nn.Linear`."""
+        name = self.unique_name(name)
+        inputs = [x, self.weight(f"{name}.weight", [out_features, x.shape[-1]], x.dtype)]
+        if bias:
+            inputs.append(self.weight(f"{name}.bias", [out_features], x.dtype))
+        return self.op("Gemm", inputs, name=name, trans_b=1)
 
     def matmul(self, a: Tensor, b: Tensor, activation: str | None = None) -> Tensor:
         return self.op("MatMul", [a, b], activation=ACTIVATIONS[activation])
@@ -174,15 +191,16 @@ class GraphBuilder:
         return self.op("Flatten", [x], axis=axis)
 
     def max_pool(self, x: Tensor, kernel, stride=None, padding=0, ceil_mode: bool = False) -> Tensor:
-        ph, pw = _pair(padding)
+        """MaxPool2D; `stride` defaults to the kernel; `padding`: int, (h, w) or 4 values
+        (top, left, bottom, right)."""
         return self.op("MaxPool2D", [x], kernel=_pair(kernel), strides=_pair(stride or kernel),
-                       pads=[ph, pw, ph, pw], ceil_mode=int(ceil_mode))
+                       pads=_pads4(padding), ceil_mode=int(ceil_mode))
 
     def avg_pool(self, x: Tensor, kernel, stride=None, padding=0, count_include_pad: bool = False,
                  ceil_mode: bool = False) -> Tensor:
-        ph, pw = _pair(padding)
+        """AvgPool2D; `stride` defaults to the kernel; `padding` as in `max_pool`."""
         return self.op("AvgPool2D", [x], kernel=_pair(kernel), strides=_pair(stride or kernel),
-                       pads=[ph, pw, ph, pw], count_include_pad=int(count_include_pad),
+                       pads=_pads4(padding), count_include_pad=int(count_include_pad),
                        ceil_mode=int(ceil_mode))
 
     def global_avg_pool(self, x: Tensor) -> Tensor:

@@ -186,10 +186,10 @@ class Graph:
             merged[name] = value
         return Graph(self._core, merged, self.name, self.metadata)
 
-    def random_weights(self, seed: int = 0, scale: float = 0.05) -> dict[str, np.ndarray]:
-        """Random data for every weight without data (floats ~ N(0, scale); BatchNorm
-        variances and other non-negative uses are kept positive; integer weights keep
-        in-range values of 0)."""
+    def random_weights(self, seed: int = 0) -> dict[str, np.ndarray]:
+        """Random data for every weight without data: floats ~ N(0, 1/fan_in) for
+        matrices and kernels (activations stay O(1) through deep nets), N(0, 0.05^2)
+        for vectors; BatchNorm variances positive; integer weights 0 (valid indices)."""
         rng = np.random.default_rng(seed)
         positive = {self.ops[o.inputs[4].op].name for o in self.ops if o.type == "BatchNorm"}
         out = {}
@@ -198,7 +198,8 @@ class Graph:
                 continue
             t = o.outputs[0]
             if dtypes.is_float(t.dtype):
-                value = rng.standard_normal(t.shape) * scale
+                fan_in = int(np.prod(t.shape[1:])) if len(t.shape) >= 2 else 0
+                value = rng.standard_normal(t.shape) * (np.sqrt(1.0 / fan_in) if fan_in else 0.05)
                 if o.name in positive:
                     value = 1.0 + np.abs(value)
                 out[o.name] = value.astype(t.np_dtype)

@@ -327,7 +327,9 @@ def load_onnx(source, name: str | None = None) -> Graph:
         MalformedOnnxError, MissingShapeError, DynamicShapeError, ShapeError, CycleError.
     """
     where = str(source) if isinstance(source, (str, os.PathLike)) else "<in-memory model>"
-    model = _check_and_infer(_read_model(source, where), where)
+    model = _read_model(source, where)
+    _sort_nodes(model, where)
+    model = _check_and_infer(model, where)
     graph = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     ctx = _ImportContext(where, opset)
@@ -378,9 +380,7 @@ def load_onnx(source, name: str | None = None) -> Graph:
             weights[tname] = ctx.constants[tname]
         return tensors[tname]
 
-    order = _node_order(nodes, set(tensors) | set(ctx.constants), where)
-    for i in order:
-        proto = nodes[i]
+    for i, proto in enumerate(nodes):
         node = _Node(proto, ctx)
         node_name = proto.name or f"{proto.op_type}_{i}"
         conversion = None
@@ -393,7 +393,7 @@ def load_onnx(source, name: str | None = None) -> Graph:
             else:
                 op = core.add_op(
                     "Opaque", node_name, [ref(t, node_name) for t in proto.input if t],
-                    {"onnx_op_type": proto.op_type, "onnx_node": proto.SerializeToString()},
+                    {"onnx_op_type": proto.op_type, "onnx_node": _anonymous_node(proto)},
                     [ctx.types[o] if o else ((), dtypes.FLOAT32) for o in proto.output])
         except errors.TasoEnvError as e:
             raise type(e)(f"file {where!r}, node {node_name!r} ({proto.op_type}): {e}") from None
@@ -418,6 +418,20 @@ def load_onnx(source, name: str | None = None) -> Graph:
     return Graph(core, weights, name or "graph", metadata)
 
 
+def _anonymous_node(proto: onnx.NodeProto) -> bytes:
+    """The node without its own and its tensors' names (kept: which optional inputs and
+    outputs are present), so equal ops hash equal; export fills the names back in."""
+    node = onnx.NodeProto()
+    node.CopyFrom(proto)
+    node.name = ""
+    present_in = ["x" if t else "" for t in node.input]
+    present_out = ["y" if t else "" for t in node.output]
+    del node.input[:], node.output[:]
+    node.input.extend(present_in)
+    node.output.extend(present_out)
+    return node.SerializeToString()
+
+
 def _check_inferred(core, op: int, index: int, onnx_type, where: str, node: str, tname: str) -> None:
     """Our shape inference must agree with ONNX's; a disagreement is a bug to report."""
     shape, dtype = core.op_record(op)[6][index]
@@ -428,8 +442,23 @@ def _check_inferred(core, op: int, index: int, onnx_type, where: str, node: str,
             f"{dtypes.to_numpy(onnx_type[1])}{list(onnx_type[0])}")
 
 
+def _sort_nodes(model: onnx.ModelProto, where: str) -> None:
+    """Sorts the nodes topologically in place (ONNX requires it; not every file does it).
+
+    Raises:
+        CycleError: the nodes form a cycle (names nodes on it).
+        GraphError: a node reads a tensor nothing produces.
+    """
+    g = model.graph
+    nodes = list(g.node)
+    available = {i.name for i in g.input} | {i.name for i in g.initializer}
+    order = _node_order(nodes, available, where)
+    if order != list(range(len(nodes))):
+        del g.node[:]
+        g.node.extend(nodes[i] for i in order)
+
+
 def _node_order(nodes: list[onnx.NodeProto], available: set[str], where: str) -> list[int]:
-    """Topological order of the nodes (ONNX files should be sorted; not all are)."""
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     deps = []
     for i, n in enumerate(nodes):
