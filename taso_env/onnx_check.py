@@ -53,18 +53,12 @@ def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return {**graph.random_inputs(seed), **graph.random_weights(seed + 1)}
 
 
-def check_equivalent(source: onnx.ModelProto, candidate: Graph | onnx.ModelProto,
-                     feeds: Mapping[str, np.ndarray], *, rtol: float = 1e-4,
-                     atol: float = 1e-5) -> EquivalenceReport:
-    """Compares `source` and `candidate` (exported first if a Graph) in onnxruntime.
-
-    Outputs are matched by name; a missing output makes the report not equivalent. An
-    output agrees when every |difference| <= atol + rtol * max|expected|.
-    """
-    if isinstance(candidate, Graph):
-        candidate = candidate.export_onnx()
-    expected = run_onnxruntime(source, feeds)
-    got = run_onnxruntime(candidate, feeds)
+def compare_outputs(expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], *,
+                    rtol: float = 1e-4, atol: float = 1e-5) -> EquivalenceReport:
+    """Compares outputs by name. An output agrees when every
+    |difference| <= atol + rtol * max|expected|: float32 results differ by summation
+    order, so the relative tolerance is taken against the output's scale. A missing or
+    differently shaped output makes the report not equivalent."""
     abs_diff, rel_diff, ok = {}, {}, True
     for name, want in expected.items():
         if name not in got or got[name].shape != want.shape:
@@ -73,8 +67,56 @@ def check_equivalent(source: onnx.ModelProto, candidate: Graph | onnx.ModelProto
         diff = np.abs(got[name].astype(np.float64) - want.astype(np.float64))
         abs_diff[name] = float(diff.max(initial=0.0))
         rel_diff[name] = float((diff / (np.abs(want) + 1e-12)).max(initial=0.0))
-        # float32 results differ by summation order, so the relative tolerance is taken
-        # against the output's scale (its largest magnitude), not element by element.
-        scale = float(np.abs(want).max(initial=0.0))
-        ok &= bool(np.all(diff <= atol + rtol * scale))
+        ok &= bool(np.all(diff <= atol + rtol * float(np.abs(want).max(initial=0.0))))
     return EquivalenceReport(abs_diff, rel_diff, rtol, atol, ok)
+
+
+def check_equivalent(source: onnx.ModelProto, candidate: Graph | onnx.ModelProto,
+                     feeds: Mapping[str, np.ndarray], *, rtol: float = 1e-4,
+                     atol: float = 1e-5) -> EquivalenceReport:
+    """Runs `source` and `candidate` (exported first if a Graph) in onnxruntime on the
+    same feeds and compares their outputs (see `compare_outputs`)."""
+    if isinstance(candidate, Graph):
+        candidate = candidate.export_onnx()
+    return compare_outputs(run_onnxruntime(source, feeds), run_onnxruntime(candidate, feeds),
+                           rtol=rtol, atol=atol)
+
+
+@dataclass(frozen=True)
+class RoundTripReport:
+    """Export -> reload -> compare: structure preserved and numerics equal.
+
+    `same_structure` is None when the export had to lower ops that ONNX has no single
+    operator for (a fused activation becomes a second node, Enlarge a Pad), so the
+    reloaded graph cannot hash equal."""
+
+    same_structure: bool | None
+    numerics: EquivalenceReport
+    checked_against: str
+
+    @property
+    def ok(self) -> bool:
+        return self.same_structure is not False and self.numerics.equivalent
+
+
+def round_trip_check(graph: Graph, source: onnx.ModelProto | None = None, *, seed: int = 0,
+                     rtol: float = 1e-4, atol: float = 1e-5) -> RoundTripReport:
+    """Exports `graph`, reloads the export and compares.
+
+    The structure must survive (equal canonical hash after reloading). Numerically, the
+    export is run in onnxruntime against `source` when given (the model `graph` was
+    loaded from), else against the numpy reference executor on the graph itself.
+    """
+    from taso_env import reference
+    from taso_env.onnx_import import load_onnx
+
+    exported = graph.export_onnx()
+    lowered = any(o.type == "Enlarge" or o.attrs.get("activation", 0) for o in graph.ops)
+    same = None if lowered else load_onnx(exported).hash() == graph.hash()
+    feeds = random_feeds(graph, seed)
+    if source is not None:
+        return RoundTripReport(same, check_equivalent(source, exported, feeds, rtol=rtol, atol=atol),
+                               "onnxruntime on the source model")
+    report = compare_outputs(reference.run(graph, feeds), run_onnxruntime(exported, feeds),
+                             rtol=rtol, atol=atol)
+    return RoundTripReport(same, report, "the numpy reference executor")

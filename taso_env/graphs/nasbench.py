@@ -29,7 +29,8 @@ The default cell is the Inception-like example of the NAS-Bench-101 README (abou
     input -> maxpool3x3 -------------------> output
 
 The BatchNorm ops are kept (conv without bias -> BatchNorm -> Relu, eps 1e-5) so that
-conv+bn folding rewrites have something to fold. Default: 73 convs, 73 BatchNorms.
+conv+bn folding rewrites have something to fold. Default: 73 convs, 73 BatchNorms,
+11 max pools; 2,705,290 parameters counting BN scale, shift, mean and variance.
 """
 
 from __future__ import annotations

@@ -14,9 +14,12 @@ It is ResNet-50 v1.5 (see resnet.py: stem, bottleneck stages [3, 4, 6, 3], downs
     layer3    256            512                 1024     14x14
     layer4    512           1024                 2048      7x7
 
-53 convs (16 of them grouped), 16 Adds; 25,001,832 parameters after BN folding
-(torchvision's 25,028,904 with BN scale and shift, minus the BN parameters, plus one
+53 convs (16 of them grouped), 16 Adds; 24,994,792 parameters after BN folding
+(torchvision's 25,028,904 less the BN scale and shift, 2 x 34,112 channels, plus one
 bias per folded conv channel).
+
+With groups=1 and width_per_group=64 this is ResNet-50 again (same structure, so the
+same structural hash as `resnet50`).
 """
 
 from __future__ import annotations
@@ -33,8 +36,15 @@ def resnext50(batch_size: int = 1, image_size: int = 224, num_classes: int = 100
 
     Args:
         groups: cardinality (groups of every bottleneck 3x3 conv).
-        width_per_group: channels per group at the first stage (64 planes).
+        width_per_group: channels per group at the first stage (64 planes); each later
+            stage doubles it.
+
+    Raises:
+        ValueError: `groups` or `width_per_group` not positive.
     """
+    if groups < 1 or width_per_group < 1:
+        raise ValueError(f"groups and width_per_group must be positive, got {groups}, "
+                         f"{width_per_group}")
     return resnet_network("resnext50", [3, 4, 6, 3], block="bottleneck", groups=groups,
                           width_per_group=width_per_group, batch_size=batch_size,
                           image_size=image_size, num_classes=num_classes, seed=seed)

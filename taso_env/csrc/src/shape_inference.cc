@@ -114,6 +114,9 @@ void validate_op_attrs(OpType type, const std::string& name, Attrs& attrs) {
           if (a.required) fail("missing required attribute '" + a.name + "'");
           attrs.floats[a.name] = a.default_float;
         }
+        // Float attributes have float32 precision (as in ONNX), so a value survives an
+        // ONNX round trip bit for bit and hashes the same.
+        attrs.floats[a.name] = static_cast<double>(static_cast<float>(attrs.floats[a.name]));
         break;
       case AttrKind::kString:
         if (in_ints || in_floats) fail("attribute '" + a.name + "' must be a string");
