@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from taso_env import dtypes, errors
+from taso_env import errors
 from taso_env.graph import Graph, OpInfo, TensorRef
 
 MIN_OPSET = 17
@@ -199,7 +199,8 @@ def export_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: i
                 inputs.append(_value_info(o.name, info.shape, info.dtype,
                                           "weight: initializer data not available"))
         else:
-            _emit(w, o, [names[r] for r in o.inputs], [names[TensorRef(o.id, i)] for i in range(len(o.outputs))])
+            outs = [names[TensorRef(o.id, i)] for i in range(len(o.outputs))]
+            _emit(w, o, [names[r] for r in o.inputs], outs)
 
     outputs = []
     for ref, out_name in zip(graph.outputs, graph.output_names, strict=True):
@@ -221,7 +222,8 @@ def export_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: i
     try:
         onnx.checker.check_model(model)
     except Exception as e:
-        raise errors.OnnxExportError(f"graph {graph.name!r}: exported model fails the ONNX checker: {e}") from None
+        raise errors.OnnxExportError(
+            f"graph {graph.name!r}: exported model fails the ONNX checker: {e}") from None
     if path is not None:
         onnx.save(model, os.fspath(path))
     return model

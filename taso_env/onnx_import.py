@@ -461,7 +461,7 @@ def _sort_nodes(model: onnx.ModelProto, where: str) -> None:
 def _node_order(nodes: list[onnx.NodeProto], available: set[str], where: str) -> list[int]:
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     deps = []
-    for i, n in enumerate(nodes):
+    for n in nodes:
         d = []
         for t in n.input:
             if t and t in producer:

@@ -4,7 +4,7 @@ the numpy reference executor computes — for an all-ops graph and every builder
 import pytest
 
 import taso_env as te
-from taso_env import dtypes, reference
+from taso_env import dtypes
 from taso_env.onnx_check import round_trip_check
 
 

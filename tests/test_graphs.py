@@ -41,8 +41,8 @@ EXPECTED_OPS = {
     # 2 residuals), 4 Reshape, 4 Transpose, 2 LayerNorm; embeddings 3 Gather, 2 Add, 1 LN.
     "bert_base": {"Add": 98, "MatMul": 96, "Reshape": 48, "Transpose": 48, "LayerNorm": 25,
                   "Div": 12, "Softmax": 12, "Gelu": 12, "Gather": 3},
-    # Blocks as BERT (but 2 residual Adds and 4 bias Adds... same 8), plus patch embedding
-    # (Conv, Reshape, Transpose), class token Concat, position Add, Gather, Gemm head.
+    # Blocks with the same ops as BERT's layers (8 MatMul, 8 Add, ...), plus the patch
+    # embedding (Conv, Reshape, Transpose), class token Concat, position Add, Gather, Gemm.
     "vit_base": {"Add": 97, "MatMul": 96, "Reshape": 49, "Transpose": 49, "LayerNorm": 25,
                  "Div": 12, "Softmax": 12, "Gelu": 12, "Conv2D": 1, "Concat": 1, "Gather": 1,
                  "Gemm": 1},

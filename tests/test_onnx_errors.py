@@ -100,7 +100,8 @@ def test_unsorted_nodes_are_sorted():
 
 
 def test_unmodelled_standard_op_loads_as_opaque_and_round_trips():
-    w = onnx.numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    rng = np.random.default_rng(0)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
         helper.make_node("LeakyRelu", ["c"], ["l"], name="leaky", alpha=0.2),
@@ -109,7 +110,8 @@ def test_unmodelled_standard_op_loads_as_opaque_and_round_trips():
     ]
     source = _model(nodes, [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 8, 8, 8])], initializers=[w])
     g = te.load_onnx(source)
-    assert [o.type for o in g.ops if o.type not in ("Input", "Weight")] == ["Conv2D", "Opaque", "Opaque", "Relu"]
+    compute = [o.type for o in g.ops if o.type not in ("Input", "Weight")]
+    assert compute == ["Conv2D", "Opaque", "Opaque", "Relu"]
     leaky = next(o for o in g.ops if o.type == "Opaque")
     assert leaky.attrs["onnx_op_type"] == b"LeakyRelu"
     assert g.cost() > 0 and all(c > 0 for o, c in zip(g.ops, g.op_costs()) if o.type == "Opaque")

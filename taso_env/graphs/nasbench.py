@@ -58,7 +58,8 @@ DEFAULT_CELL = (
 )
 
 
-def validate_cell(matrix: Sequence[Sequence[int]], ops: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+def validate_cell(matrix: Sequence[Sequence[int]],
+                  ops: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Checks a NAS-Bench-101 cell and prunes vertices off every input->output path.
 
     Raises:

@@ -14,9 +14,9 @@ t_i = x @ W_i + h @ U_i (16 MatMuls and 8 Adds), then the published cell tree
     m4 = sigmoid(m1) + tanh(m2)        m5 = tanh(m0) * tanh(m3)
     m6 = tanh(m4) * tanh(m5)           h' = tanh(m6)
 
-per step: 16 MatMul, 11 Add, 4 Mul, 5 Sigmoid, 8 Tanh, 2 Relu (plus a Reshape). The 16 weight matrices
-[512, 512] are shared by all steps (`share_weights=True`, a real RNN: 4,194,816
-parameters with h_0); TASO's script creates fresh weights at every step, which
+per step: 16 MatMul, 11 Add, 4 Mul, 5 Sigmoid, 8 Tanh, 2 Relu (plus a Reshape). The 16
+weight matrices [512, 512] are shared by all steps (`share_weights=True`, a real RNN:
+4,194,816 parameters with h_0); TASO's script creates fresh weights at every step, which
 `share_weights=False` reproduces (20,972,032 parameters). The op structure is the same.
 """
 
