@@ -7,7 +7,7 @@
     te.set_cost_model("analytic:h100")
 """
 
-from taso_env import errors, graphs
+from taso_env import errors, graphs, rules
 from taso_env.builder import GraphBuilder, Tensor
 from taso_env.cost_model import (
     AnalyticCostModel,
@@ -18,9 +18,15 @@ from taso_env.cost_model import (
 )
 from taso_env.graph import Graph, OpInfo, TensorInfo, TensorRef
 from taso_env.onnx_import import load_onnx
+from taso_env.search import Candidate, SearchResult, optimize, search
 
 __all__ = [
     "AnalyticCostModel",
+    "Candidate",
+    "SearchResult",
+    "optimize",
+    "rules",
+    "search",
     "CostModel",
     "Graph",
     "GraphBuilder",

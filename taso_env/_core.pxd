@@ -97,20 +97,79 @@ cdef extern from "taso/graph.h" namespace "taso":
 
 
 cdef extern from "taso/cost_model.h" namespace "taso":
+    cdef cppclass CostModel:
+        vector[double] op_costs_ms(const Graph& graph) except +raise_core_error
+        double graph_cost_ms(const Graph& graph) except +raise_core_error
+
     cdef cppclass DeviceProfile:
         string name
         double peak_flops
         double memory_bandwidth
         double launch_overhead_us
+        double min_kernel_us
         double compute_efficiency
+        double gemm_efficiency
         double memory_efficiency
 
     DeviceProfile device_profile(const string& name) except +raise_core_error
     vector[string] device_profile_names()
 
-    cdef cppclass AnalyticCostModel:
+    cdef cppclass AnalyticCostModel(CostModel):
         AnalyticCostModel(DeviceProfile profile)
         DeviceProfile profile()
-        double op_cost_ms(const Graph& graph, int op_id) except +raise_core_error
-        vector[double] op_costs_ms(const Graph& graph) except +raise_core_error
-        double graph_cost_ms(const Graph& graph) except +raise_core_error
+
+
+cdef extern from "taso/rule.h" namespace "taso":
+    cdef cppclass Expr:
+        int kind
+        vector[int64_t] ints
+        double number
+        string name
+        vector[Expr] args
+
+    cdef cppclass PatternOp:
+        string name
+        string type
+        vector[string] inputs
+        map[string, Expr] attrs
+
+    cdef cppclass Pattern:
+        vector[PatternOp] ops
+        vector[string] outputs
+
+    cdef cppclass RuleSpec:
+        int id
+        string name
+        Pattern source
+        Pattern target
+        map[string, vector[Expr]] shapes
+        vector[Expr] constraints
+
+    cdef cppclass Candidate:
+        int rule_id
+        vector[int] location
+        double cost_delta
+
+    cdef cppclass RuleSet:
+        RuleSet(vector[RuleSpec] specs) except +raise_core_error
+        int size()
+        vector[Candidate] candidates(const Graph& graph, const CostModel& model, int rule_id) except +raise_core_error
+        Graph apply(const Graph& graph, int rule_id, const vector[int]& location) except +raise_core_error
+
+
+cdef extern from "taso/search.h" namespace "taso":
+    cdef cppclass SearchResult:
+        Graph graph
+        double initial_cost
+        double final_cost
+        int expansions
+        int graphs_seen
+        vector[int] applied
+        bool complete
+
+    SearchResult greedy_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
+                               int max_steps, double min_gain) except +raise_core_error
+    SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
+                                     double alpha, int budget) except +raise_core_error
+    SearchResult exhaustive_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
+                                   int max_ops, int max_states) except +raise_core_error

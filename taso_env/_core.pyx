@@ -189,7 +189,9 @@ cdef class AnalyticModel:
             "peak_flops": p.peak_flops,
             "memory_bandwidth": p.memory_bandwidth,
             "launch_overhead_us": p.launch_overhead_us,
+            "min_kernel_us": p.min_kernel_us,
             "compute_efficiency": p.compute_efficiency,
+            "gemm_efficiency": p.gemm_efficiency,
             "memory_efficiency": p.memory_efficiency,
         }
 
@@ -203,3 +205,117 @@ cdef class AnalyticModel:
 def list_device_profiles():
     """Names of the built-in device profiles of the analytic cost model."""
     return [n.decode() for n in device_profile_names()]
+
+
+cdef Expr _expr(obj, str where) except *:
+    """Python rule expression -> C++ Expr (see taso/rule.h for the grammar)."""
+    cdef Expr e
+    if isinstance(obj, int):  # bool too
+        e.kind = 0
+        e.ints.push_back(int(obj))
+    elif isinstance(obj, float):
+        e.kind = 1
+        e.number = obj
+    elif isinstance(obj, str):
+        if obj == "_":
+            e.kind = 4
+        elif obj.startswith("$"):
+            e.kind = 2
+            e.name = _s(obj[1:])
+        else:
+            e.kind = 3
+            e.name = _s(obj)
+    elif isinstance(obj, list):
+        e.kind = 5
+        e.name = b"list"
+        for x in obj:
+            e.args.push_back(_expr(x, where))
+    elif isinstance(obj, dict) and len(obj) == 1:
+        (fn, args), = obj.items()
+        e.kind = 5
+        e.name = _s(fn)
+        for x in (args if isinstance(args, list) else [args]):
+            e.args.push_back(_expr(x, where))
+    else:
+        raise ValueError(f"{where}: cannot read expression {obj!r}")
+    return e
+
+
+cdef PatternOp _pattern_op(dict o, str where) except *:
+    cdef PatternOp op
+    op.name = _s(o["name"])
+    op.type = _s(o["type"])
+    op.inputs = [_s(i) for i in o.get("inputs", [])]
+    for k, v in o.get("attrs", {}).items():
+        op.attrs[_s(k)] = _expr(v, f"{where} op {o['name']!r} attribute {k!r}")
+    return op
+
+
+cdef Pattern _pattern(dict p, str where) except *:
+    cdef Pattern out
+    for o in p.get("ops", []):
+        out.ops.push_back(_pattern_op(o, where))
+    out.outputs = [_s(x) for x in p.get("outputs", [])]
+    return out
+
+
+cdef RuleSpec _rule_spec(dict spec) except *:
+    cdef RuleSpec r
+    cdef vector[Expr] dims
+    where = f"rule {spec.get('id')} {spec.get('name')!r}"
+    r.id = spec["id"]
+    r.name = _s(spec["name"])
+    r.source = _pattern(spec["source"], where + " source")
+    r.target = _pattern(spec["target"], where + " target")
+    for t, pattern in spec.get("shapes", {}).items():
+        dims.clear()
+        for d in pattern:
+            dims.push_back(_expr(d, f"{where} shape of {t!r}"))
+        r.shapes[_s(t)] = dims
+    for c in spec.get("constraints", []):
+        r.constraints.push_back(_expr(c, where + " constraint"))
+    return r
+
+
+cdef class CoreRuleSet:
+    """Owns a C++ taso::RuleSet built from rule dicts (taso_env/rules/*.json)."""
+
+    cdef unique_ptr[RuleSet] rules
+
+    def __cinit__(self, list specs):
+        cdef vector[RuleSpec] cpp
+        for spec in specs:
+            cpp.push_back(_rule_spec(spec))
+        self.rules.reset(new RuleSet(cpp))  # `new` so the constructor's exceptions translate
+
+    def __len__(self):
+        return deref(self.rules).size()
+
+    def candidates(self, CoreGraph graph, AnalyticModel model, int rule_id=-1):
+        """[(rule_id, location tuple, cost delta ms)] for every valid match."""
+        cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.model), rule_id)
+        return [(c.rule_id, tuple(c.location), c.cost_delta) for c in cands]
+
+    def apply(self, CoreGraph graph, int rule_id, location):
+        cdef vector[int] loc = list(location)
+        cdef CoreGraph out = CoreGraph.__new__(CoreGraph)
+        out.g = make_unique[Graph](deref(self.rules).apply(deref(graph.g), rule_id, loc))
+        return out
+
+    def search(self, str method, CoreGraph graph, AnalyticModel model, double alpha=1.05, int budget=1000,
+               int max_steps=10000, int max_ops=40, int max_states=20000):
+        """Runs greedy / backtracking / exhaustive search; returns (CoreGraph, stats)."""
+        cdef SearchResult r
+        if method == "greedy":
+            r = greedy_search(deref(graph.g), deref(self.rules), deref(model.model), max_steps, 1e-9)
+        elif method == "backtracking":
+            r = backtracking_search(deref(graph.g), deref(self.rules), deref(model.model), alpha, budget)
+        elif method == "exhaustive":
+            r = exhaustive_search(deref(graph.g), deref(self.rules), deref(model.model), max_ops, max_states)
+        else:
+            raise ValueError(f"unknown search method {method!r}; use greedy, backtracking or exhaustive")
+        cdef CoreGraph out = CoreGraph.__new__(CoreGraph)
+        out.g = make_unique[Graph](r.graph)
+        stats = {"initial_cost": r.initial_cost, "final_cost": r.final_cost, "expansions": r.expansions,
+                 "graphs_seen": r.graphs_seen, "applied": list(r.applied), "complete": r.complete}
+        return out, stats

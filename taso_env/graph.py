@@ -250,6 +250,19 @@ class Graph:
             row["share"] = row["ms"] / total
         return sorted(rows.values(), key=lambda r: -r["ms"])
 
+    # -- rewriting ---------------------------------------------------------------------
+    def candidates(self, rule_id: int | None = None, *, rules=None, model=None) -> list:
+        """Every valid (rule, location) with its estimated cost delta; see taso_env.search."""
+        from taso_env.search import candidates
+
+        return candidates(self, rule_id, rules=rules, model=model)
+
+    def apply(self, candidate, *, rules=None) -> Graph:
+        """A new graph with `candidate` applied (this graph is unchanged)."""
+        from taso_env.search import apply
+
+        return apply(self, candidate, rules=rules)
+
     # -- I/O ---------------------------------------------------------------------------
     def export_onnx(self, path=None, *, opset: int | None = None):
         """Writes the graph as an ONNX model (same input/output names as its source).

@@ -140,6 +140,9 @@ def _emit_plain(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
         w.node("Gather", ins, outs, o.name, axis=a["axis"])
     elif t == "Cast":
         w.node("Cast", ins, outs, o.name, to=a["to"])
+    elif t == "Constant":
+        value = np.full(a["shape"], a["value"], dtype=dtypes.to_numpy(a["dtype"]))
+        w.node("Constant", [], outs, o.name, value=numpy_helper.from_array(value))
     elif t == "Opaque":
         _emit_opaque(w, o, ins, outs)
     else:

@@ -414,6 +414,11 @@ def _cast(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray
     return [inputs[0].astype(ONNX_TO_NUMPY_DTYPE[to])]
 
 
+def _constant(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    dtype = ONNX_TO_NUMPY_DTYPE[_int(attrs, "dtype", 1)]
+    return [np.full(tuple(_ints(attrs, "shape", [])), _attr(attrs, "value", 0.0), dtype=dtype)]
+
+
 #: Op type -> implementation `fn(attrs, inputs) -> outputs`. Read-only.
 OP_REGISTRY: Mapping[str, OpFn] = MappingProxyType({
     "Conv2D": _conv2d, "MatMul": _matmul, "Gemm": _gemm,
@@ -428,7 +433,7 @@ OP_REGISTRY: Mapping[str, OpFn] = MappingProxyType({
     "GlobalAvgPool": _global_avg_pool, "BatchNorm": _batch_norm, "Enlarge": _enlarge,
     "Softmax": _softmax, "Pad": _pad, "ReduceMean": _reduce(np.mean),
     "ReduceSum": _reduce(np.sum), "LayerNorm": _layer_norm, "Gather": _gather,
-    "Where": _where, "Cast": _cast,
+    "Where": _where, "Cast": _cast, "Constant": _constant,
 })
 
 

@@ -95,6 +95,15 @@ int Graph::add_op(const OpSpec& spec) {
   return num_ops() - 1;
 }
 
+int Graph::add_typed_op(Op op) {
+  for (const TensorRef& r : op.inputs)
+    if (r.op < 0 || r.op >= num_ops() || r.index < 0 ||
+        r.index >= static_cast<int>(ops_[r.op].outputs.size()))
+      throw GraphError(op_type_name(op.type) + " op '" + op.name + "': bad input reference");
+  ops_.push_back(std::move(op));
+  return num_ops() - 1;
+}
+
 void Graph::add_output(const TensorRef& tensor, const std::string& name) {
   if (tensor.op < 0 || tensor.op >= num_ops() || tensor.index < 0 ||
       tensor.index >= static_cast<int>(ops_[tensor.op].outputs.size()))

@@ -10,24 +10,24 @@ namespace taso {
 namespace {
 
 AttrSpec Int(const std::string& name, int64_t def) {
-  return {name, AttrKind::kInt, false, {def}, 0.0};
+  return {name, AttrKind::kInt, false, {def}, 0.0, true};
 }
-AttrSpec RequiredInt(const std::string& name) { return {name, AttrKind::kInt, true, {}, 0.0}; }
+AttrSpec RequiredInt(const std::string& name) { return {name, AttrKind::kInt, true, {}, 0.0, false}; }
 AttrSpec Ints(const std::string& name, std::vector<int64_t> def) {
-  return {name, AttrKind::kInts, false, std::move(def), 0.0};
+  return {name, AttrKind::kInts, false, std::move(def), 0.0, true};
 }
-AttrSpec RequiredInts(const std::string& name) { return {name, AttrKind::kInts, true, {}, 0.0}; }
+AttrSpec RequiredInts(const std::string& name) { return {name, AttrKind::kInts, true, {}, 0.0, false}; }
 // An ints attribute whose default depends on the input shapes (filled by inference).
 AttrSpec ShapeDependentInts(const std::string& name) {
-  return {name, AttrKind::kInts, false, {}, 0.0};
+  return {name, AttrKind::kInts, false, {}, 0.0, false};
 }
 AttrSpec Float(const std::string& name, double def) {
-  return {name, AttrKind::kFloat, false, {}, def};
+  return {name, AttrKind::kFloat, false, {}, def, true};
 }
 AttrSpec RequiredString(const std::string& name) {
-  return {name, AttrKind::kString, true, {}, 0.0};
+  return {name, AttrKind::kString, true, {}, 0.0, false};
 }
-AttrSpec String(const std::string& name) { return {name, AttrKind::kString, false, {}, 0.0}; }
+AttrSpec String(const std::string& name) { return {name, AttrKind::kString, false, {}, 0.0, false}; }
 
 std::vector<OpSchema> build_schemas() {
   const std::vector<AttrSpec> none;
@@ -77,6 +77,8 @@ std::vector<OpSchema> build_schemas() {
       {OpType::kGather, "Gather", 2, 2, false, {Int("axis", 0)}},
       {OpType::kWhere, "Where", 3, 3, false, none},
       {OpType::kCast, "Cast", 1, 1, false, {RequiredInt("to")}},
+      {OpType::kConstant, "Constant", 0, 0, false,
+       {Float("value", 0.0), Ints("shape", {}), Int("dtype", kFloat32)}},
       {OpType::kOpaque, "Opaque", 0, -1, true,
        {RequiredString("onnx_op_type"), String("onnx_node")}},
   };
@@ -122,5 +124,7 @@ std::vector<std::string> op_type_names() {
 }
 
 bool is_source_op(OpType type) { return type == OpType::kInput || type == OpType::kWeight; }
+
+bool is_constant_source(OpType type) { return type == OpType::kWeight || type == OpType::kConstant; }
 
 }  // namespace taso

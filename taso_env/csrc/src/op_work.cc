@@ -83,6 +83,7 @@ OpWork compute_op_work(const Op& op, const std::vector<TensorType>& in) {
     case OpType::kPad:
     case OpType::kGather:
     case OpType::kCast:
+    case OpType::kConstant:
     case OpType::kIdentity:
     case OpType::kEnlarge:
       break;  // data movement: bytes only

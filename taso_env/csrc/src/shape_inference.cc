@@ -96,7 +96,7 @@ void validate_op_attrs(OpType type, const std::string& name, Attrs& attrs) {
         if (in_floats || in_strings) fail("attribute '" + a.name + "' must be integer");
         if (!in_ints) {
           if (a.required) fail("missing required attribute '" + a.name + "'");
-          if (!a.default_ints.empty() || a.kind == AttrKind::kInt) attrs.ints[a.name] = a.default_ints;
+          if (a.has_default) attrs.ints[a.name] = a.default_ints;
         } else if (a.kind == AttrKind::kInt && attrs.ints[a.name].size() != 1) {
           fail("attribute '" + a.name + "' must be a single integer, got " + shape_str(attrs.ints[a.name]));
         }
@@ -528,6 +528,16 @@ std::vector<TensorType> infer_output_types(OpType type, const std::string& op_na
     case OpType::kGather: return infer_gather(c);
     case OpType::kWhere: return infer_where(c);
     case OpType::kCast: return infer_cast(c);
+    case OpType::kConstant: {
+      c.expect_non_negative("shape");
+      int64_t dtype = c.int_attr("dtype");
+      try {
+        dtype_size(static_cast<int>(dtype));
+      } catch (const ValueError&) {
+        c.attr_fail("attribute 'dtype' = " + std::to_string(dtype) + " is not a supported dtype code");
+      }
+      return {{c.ints_attr("shape"), static_cast<int>(dtype)}};
+    }
     case OpType::kInput:
     case OpType::kWeight:
     case OpType::kOpaque:

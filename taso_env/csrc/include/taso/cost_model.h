@@ -1,5 +1,6 @@
-// Analytic (roofline) cost model: each op costs a launch overhead plus the larger of
-// its compute time and its memory time on a device profile. No computing op is free.
+// Cost models estimate the runtime of each op. A graph's estimated cost is the sum of
+// its op costs; ops whose value is known before run time (weights, constants and ops
+// computed only from them) are folded before deployment and cost nothing.
 #pragma once
 
 #include <string>
@@ -9,12 +10,31 @@
 
 namespace taso {
 
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  // Runtime (ms) of one computing op with the given input types.
+  virtual double compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const = 0;
+
+  // Cost of op `op_id` of `graph` given which ops are constant (0 for sources and
+  // constant ops).
+  double op_cost_ms(const Graph& graph, int op_id, const std::vector<char>& constant) const;
+  // Per-op costs (ms), indexed by op id.
+  std::vector<double> op_costs_ms(const Graph& graph) const;
+  double graph_cost_ms(const Graph& graph) const;
+};
+
+// constant[i] is true when op i's value is known before run time.
+std::vector<char> constant_ops(const Graph& graph);
+
 struct DeviceProfile {
   std::string name;
   double peak_flops;          // FLOP/s of the math mode in use
   double memory_bandwidth;    // bytes/s
   double launch_overhead_us;  // per op, as in a CUDA-graph replay
-  double compute_efficiency;  // fraction of peak that real kernels reach
+  double min_kernel_us;       // the shortest a kernel runs, however little it does
+  double compute_efficiency;  // fraction of peak that real kernels reach (convolutions, ...)
+  double gemm_efficiency;     // the same for MatMul / Gemm (cuBLAS)
   double memory_efficiency;   // fraction of bandwidth that real kernels reach
 };
 
@@ -22,16 +42,12 @@ struct DeviceProfile {
 DeviceProfile device_profile(const std::string& name);
 std::vector<std::string> device_profile_names();
 
-class AnalyticCostModel {
+// Roofline: launch overhead + max(minimum kernel time, compute time, memory time).
+class AnalyticCostModel : public CostModel {
  public:
   explicit AnalyticCostModel(DeviceProfile profile) : profile_(std::move(profile)) {}
   const DeviceProfile& profile() const { return profile_; }
-  // Estimated runtime of one op in milliseconds (0 for Input / Weight).
-  double op_cost_ms(const Graph& graph, int op_id) const;
-  // Per-op estimated runtimes (ms), indexed by op id.
-  std::vector<double> op_costs_ms(const Graph& graph) const;
-  // Sum of op costs (ms).
-  double graph_cost_ms(const Graph& graph) const;
+  double compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const override;
 
  private:
   DeviceProfile profile_;

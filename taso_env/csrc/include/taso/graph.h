@@ -30,6 +30,9 @@ class Graph {
   // output types and appends the op. Returns its id. Throws UnknownOpError,
   // AttributeError, GraphError or ShapeError naming the op.
   int add_op(const OpSpec& spec);
+  // Appends an op whose output types the caller has already inferred (rule
+  // application); only its input references are checked. Returns its id.
+  int add_typed_op(Op op);
   // Marks a tensor as a graph output with the given (unique) name.
   void add_output(const TensorRef& tensor, const std::string& name);
 

@@ -46,6 +46,7 @@ enum class OpType : int {
   kGather,
   kWhere,
   kCast,
+  kConstant,
   kOpaque,
   kNumOpTypes,  // keep last
 };
@@ -60,6 +61,7 @@ struct AttrSpec {
   bool required;
   std::vector<int64_t> default_ints;  // kInt / kInts
   double default_float = 0.0;         // kFloat
+  bool has_default = true;            // false: required, or derived from the input shapes
 };
 
 struct OpSchema {
@@ -78,6 +80,9 @@ const std::string& op_type_name(OpType type);
 std::vector<std::string> op_type_names();
 // True for ops that compute nothing at run time (graph inputs and weights).
 bool is_source_op(OpType type);
+// True for ops whose value is known before run time (Weight, Constant); ops computed
+// only from such ops are constant too and are folded before deployment.
+bool is_constant_source(OpType type);
 
 struct Op {
   OpType type;

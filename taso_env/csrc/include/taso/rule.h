@@ -1,0 +1,88 @@
+// Substitution rules: a source pattern, a target pattern, constraints and an output
+// mapping, given as data (taso_env/rules/*.json, parsed in Python) and applied here.
+//
+// Pattern references. Inside a pattern an input is a string:
+//   "conv"   output 0 of the pattern op named conv     "split:1"  its output 1
+//   "x"      a free variable: any tensor of the graph   "b?"       an optional trailing
+//            input (the matched op may lack it). In the target, an input "b?" is dropped
+//            when b is absent, an input "b" drops the whole op (and ops reading it).
+// Expressions (attribute values, shape dims, constraints):
+//   literal ints / floats; "$k" a value variable (bound on first use, compared after);
+//   "_" matches anything; a call {"fn": [args]} with fn in: list, add, sub, mul,
+//   floordiv, neg, sum, len, shape(t), dim(t, i), rank(t), present(t), compose_perm,
+//   inverse_perm, is_identity_perm, eq, ne, lt, le, gt, ge, and, or, not.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "taso/cost_model.h"
+#include "taso/graph.h"
+
+namespace taso {
+
+struct Expr {
+  enum Kind : int { kInts = 0, kFloat = 1, kValueVar = 2, kTensor = 3, kWildcard = 4, kCall = 5 };
+  int kind = kInts;
+  std::vector<int64_t> ints;  // kInts (a scalar is a list of one)
+  double number = 0.0;        // kFloat
+  std::string name;           // variable, tensor reference or function name
+  std::vector<Expr> args;     // kCall
+};
+
+struct PatternOp {
+  std::string name;
+  std::string type;
+  std::vector<std::string> inputs;
+  std::map<std::string, Expr> attrs;
+};
+
+struct Pattern {
+  std::vector<PatternOp> ops;
+  std::vector<std::string> outputs;
+};
+
+struct RuleSpec {
+  int id = -1;
+  std::string name;
+  Pattern source;
+  Pattern target;
+  std::map<std::string, std::vector<Expr>> shapes;  // tensor reference -> dim patterns
+  std::vector<Expr> constraints;
+};
+
+// A place where a rule applies: the graph ops matched by the source pattern's ops, in
+// pattern order, and the estimated change of the graph cost if applied.
+struct Candidate {
+  int rule_id = -1;
+  std::vector<int> location;
+  double cost_delta = 0.0;
+};
+
+class RuleSet {
+ public:
+  // Checks every spec (op types, references, expressions); throws ValueError naming
+  // the rule. Rule ids must be 0..n-1 in order (the id is the action index).
+  explicit RuleSet(std::vector<RuleSpec> specs);
+  ~RuleSet();
+  RuleSet(RuleSet&&) noexcept;
+
+  int size() const;
+  const RuleSpec& spec(int id) const;
+
+  // Every valid (rule, location) of `graph` (all rules, or only `rule_id`), each with its
+  // estimated cost delta under `model`. No candidate graph is materialised.
+  std::vector<Candidate> candidates(const Graph& graph, const CostModel& model, int rule_id = -1) const;
+  // Materialises one candidate. Throws ValueError if it does not apply to `graph`.
+  Graph apply(const Graph& graph, int rule_id, const std::vector<int>& location) const;
+
+  struct Compiled;  // a checked, pre-processed rule (rule.cc)
+
+ private:
+  std::vector<std::unique_ptr<Compiled>> rules_;
+};
+
+}  // namespace taso

@@ -1,0 +1,120 @@
+"""Candidates, rule application and the search baselines (C++ engine underneath).
+
+    cands = g.candidates()              # [Candidate(rule_id, location, cost_delta)]
+    g2 = g.apply(cands[0])              # g is unchanged
+    result = te.search(g, method="backtracking", alpha=1.05, budget=1000)
+    best = te.optimize(g, method="greedy")
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from taso_env import rules as rules_module
+from taso_env.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
+from taso_env.graph import Graph
+
+METHODS = ("greedy", "backtracking", "exhaustive")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A rule applicable at a location: `location` lists the graph op ids matched by the
+    rule's source pattern ops, in pattern order. `cost_delta` is the estimated change
+    of the graph cost (ms) if applied: negative is faster."""
+
+    rule_id: int
+    location: tuple[int, ...]
+    cost_delta: float
+
+    @property
+    def rule_name(self) -> str:
+        return rules_module.default().specs[self.rule_id]["name"]
+
+
+def _core_model(model: str | CostModel | None):
+    m = make_cost_model(model) if model is not None else get_cost_model()
+    core = getattr(m, "_model", None)
+    if core is None:
+        raise CostModelError(f"cost model {m.name!r} has no C++ implementation for search")
+    return core
+
+
+def _rules(rule_set):
+    return rule_set if rule_set is not None else rules_module.default()
+
+
+def _wrap(graph: Graph, core) -> Graph:
+    weight_names = {core.op_record(i)[1] for i in range(core.num_ops) if core.op_record(i)[0] == "Weight"}
+    weights = {k: v for k, v in graph.weights.items() if k in weight_names}
+    return Graph(core, weights, graph.name, graph.metadata)
+
+
+def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
+               model: str | CostModel | None = None) -> list[Candidate]:
+    """Every valid (rule, location) of `graph`, without materialising any graph."""
+    raw = _rules(rules).core.candidates(graph._core, _core_model(model), -1 if rule_id is None else rule_id)
+    return [Candidate(r, loc, d) for r, loc, d in raw]
+
+
+def apply(graph: Graph, candidate: Candidate, *, rules=None) -> Graph:
+    """The graph with `candidate` applied (a new Graph; weight data carried over).
+
+    Raises:
+        ValueError: the candidate does not apply to this graph (e.g. it came from another).
+    """
+    return _wrap(graph, _rules(rules).core.apply(graph._core, candidate.rule_id, candidate.location))
+
+
+@dataclass
+class SearchResult:
+    graph: Graph
+    method: str
+    initial_cost: float
+    final_cost: float
+    seconds: float
+    expansions: int
+    graphs_seen: int
+    applied: list[int]
+    complete: bool
+    rule_fires: Counter = field(default_factory=Counter)
+
+    @property
+    def speedup(self) -> float:
+        return self.initial_cost / self.final_cost if self.final_cost > 0 else float("inf")
+
+
+def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, budget: int = 1000,
+           max_steps: int = 10000, max_ops: int = 40, max_states: int = 20000, rules=None,
+           model: str | CostModel | None = None) -> SearchResult:
+    """Optimises `graph` with a search baseline.
+
+    Args:
+        method: "greedy" (best improving rewrite until none), "backtracking" (TASO's
+            cost-ordered search keeping graphs under alpha * best cost, `budget`
+            expansions) or "exhaustive" (every reachable graph; refuses graphs with more
+            than `max_ops` computing ops or more than `max_states` reachable graphs).
+
+    Raises:
+        ValueError: unknown method, bad alpha/budget, or an exhaustive-search limit.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown search method {method!r}; use one of {METHODS}")
+    rule_set = _rules(rules)
+    start = time.perf_counter()
+    core, stats = rule_set.core.search(method, graph._core, _core_model(model), alpha=alpha, budget=budget,
+                                       max_steps=max_steps, max_ops=max_ops, max_states=max_states)
+    seconds = time.perf_counter() - start
+    names = rule_set.names()
+    return SearchResult(
+        graph=_wrap(graph, core), method=method, initial_cost=stats["initial_cost"],
+        final_cost=stats["final_cost"], seconds=seconds, expansions=stats["expansions"],
+        graphs_seen=stats["graphs_seen"], applied=stats["applied"], complete=stats["complete"],
+        rule_fires=Counter(names[i] for i in stats["applied"]))
+
+
+def optimize(graph: Graph, method: str = "backtracking", **kwargs) -> Graph:
+    """The best graph `search` finds (same arguments)."""
+    return search(graph, method, **kwargs).graph
