@@ -106,7 +106,8 @@ cdef extern from "taso/cost_model.h" namespace "taso":
         double peak_flops
         double memory_bandwidth
         double launch_overhead_us
-        double min_kernel_us
+        double kernel_latency_us
+        double library_latency_us
         double compute_efficiency
         double gemm_efficiency
         double memory_efficiency

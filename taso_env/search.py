@@ -47,9 +47,9 @@ def _rules(rule_set):
 
 
 def _wrap(graph: Graph, core) -> Graph:
-    weight_names = {core.op_record(i)[1] for i in range(core.num_ops) if core.op_record(i)[0] == "Weight"}
-    weights = {k: v for k, v in graph.weights.items() if k in weight_names}
-    return Graph(core, weights, graph.name, graph.metadata)
+    # Rewrites never rename weights, so the data mapping carries over as is (entries of
+    # weights a rewrite removed are never read).
+    return Graph(core, graph.weights, graph.name, graph.metadata)
 
 
 def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,

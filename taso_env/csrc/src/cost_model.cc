@@ -43,16 +43,16 @@ double CostModel::graph_cost_ms(const Graph& graph) const {
   return total;
 }
 
-// Launch overhead and the kernel floor are the H100 figures of shared/GPU.md (1.2 us per
-// kernel in a CUDA graph; small element-wise kernels run 1-2 us). The compute
-// efficiencies are calibrated against PyTorch on an H100 (batch 1, strict fp32):
-// ResNet-50 near its 2.20 ms CUDA-graph replay (batch-1 convolutions fill a small part of
-// the machine), BERT-base near its 2.85 ms of kernel time (GEMMs do better).
+// Launch overhead and kernel latency are the H100 figures of shared/GPU.md (1.2 us per
+// kernel in a CUDA graph; small element-wise kernels run 1-2 us). The efficiencies are
+// calibrated against PyTorch on an H100 (batch 1, strict fp32): ResNet-50 near its
+// 2.20 ms CUDA-graph replay (batch-1 convolutions fill a small part of the machine) and
+// BERT-base near its 2.85 ms of kernel time (GEMMs do better).
 DeviceProfile device_profile(const std::string& name) {
-  if (name == "h100") return {"h100", 67e12, 3.35e12, 1.2, 1.5, 0.065, 0.16, 0.6};
-  if (name == "h100-tf32") return {"h100-tf32", 495e12, 3.35e12, 1.2, 1.5, 0.018, 0.05, 0.6};
-  if (name == "a100") return {"a100", 19.5e12, 2.0e12, 1.5, 2.0, 0.1, 0.25, 0.6};
-  if (name == "cpu") return {"cpu", 1e11, 2e10, 0.5, 0.0, 0.5, 0.5, 0.5};
+  if (name == "h100") return {"h100", 67e12, 3.35e12, 1.2, 1.5, 3.0, 0.072, 0.24, 0.6};
+  if (name == "h100-tf32") return {"h100-tf32", 495e12, 3.35e12, 1.2, 1.5, 3.0, 0.02, 0.06, 0.6};
+  if (name == "a100") return {"a100", 19.5e12, 2.0e12, 1.5, 2.0, 4.0, 0.1, 0.3, 0.6};
+  if (name == "cpu") return {"cpu", 1e11, 2e10, 0.5, 0.0, 0.0, 0.5, 0.5, 0.5};
   std::string known;
   for (const std::string& n : device_profile_names()) known += (known.empty() ? "" : ", ") + n;
   throw ValueError("unknown device profile '" + name + "' (known: " + known + ")");
@@ -63,11 +63,12 @@ std::vector<std::string> device_profile_names() { return {"h100", "h100-tf32", "
 double AnalyticCostModel::compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const {
   OpWork w = compute_op_work(op, input_types);
   bool gemm = op.type == OpType::kMatMul || op.type == OpType::kGemm;
+  bool library = gemm || op.type == OpType::kConv2D;
   double efficiency = gemm ? profile_.gemm_efficiency : profile_.compute_efficiency;
   double compute_s = w.flops / (profile_.peak_flops * efficiency);
   double memory_s = (w.bytes_read + w.bytes_written) / (profile_.memory_bandwidth * profile_.memory_efficiency);
-  return (profile_.launch_overhead_us + std::max(profile_.min_kernel_us, std::max(compute_s, memory_s) * 1e6)) *
-         1e-3;
+  double fixed_us = profile_.launch_overhead_us + (library ? profile_.library_latency_us : profile_.kernel_latency_us);
+  return (fixed_us + std::max(compute_s, memory_s) * 1e6) * 1e-3;
 }
 
 }  // namespace taso

@@ -15,12 +15,6 @@ struct State {
   std::vector<int> applied;
 };
 
-struct ByCost {
-  bool operator()(const std::shared_ptr<State>& a, const std::shared_ptr<State>& b) const {
-    return a->cost > b->cost;
-  }
-};
-
 }  // namespace
 
 SearchResult greedy_search(const Graph& graph, const RuleSet& rules, const CostModel& model, int max_steps,
@@ -55,26 +49,48 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
                                  int budget) {
   if (alpha < 1.0) throw ValueError("alpha must be >= 1, got " + std::to_string(alpha));
   if (budget < 0) throw ValueError("budget must be >= 0, got " + std::to_string(budget));
-  auto start = std::make_shared<State>(State{graph, model.graph_cost_ms(graph), {}});
-  std::shared_ptr<State> best = start;
-  std::priority_queue<std::shared_ptr<State>, std::vector<std::shared_ptr<State>>, ByCost> queue;
+  // Queued graphs are not kept: an entry is its parent (an expanded graph, which is
+  // kept) plus the candidate that derives it, and is materialised again when popped.
+  // Memory then grows with the budget, not with the number of graphs generated.
+  struct Entry {
+    double cost;
+    int parent;  // index into `expanded`, -1 for the start graph
+    Candidate candidate;
+    bool operator<(const Entry& o) const { return cost > o.cost; }  // min-heap on cost
+  };
+  std::vector<std::shared_ptr<State>> expanded;
+  const double initial = model.graph_cost_ms(graph);
+  std::shared_ptr<State> best = std::make_shared<State>(State{graph, initial, {}});
+  std::priority_queue<Entry> queue;
   std::unordered_set<uint64_t> seen{graph.hash()};
-  queue.push(start);
-  SearchResult r{graph, start->cost, start->cost, 0, 1, {}, false};
+  queue.push({initial, -1, {}});
+  SearchResult r{graph, initial, initial, 0, 1, {}, false};
   while (!queue.empty() && r.expansions < budget) {
-    std::shared_ptr<State> cur = queue.top();
+    Entry e = queue.top();
     queue.pop();
+    std::shared_ptr<State> cur;
+    if (e.parent < 0) {
+      cur = std::make_shared<State>(State{graph, initial, {}});
+    } else {
+      const State& parent = *expanded[e.parent];
+      cur = std::make_shared<State>(
+          State{rules.apply(parent.graph, e.candidate.rule_id, e.candidate.location), e.cost, parent.applied});
+      cur->applied.push_back(e.candidate.rule_id);
+    }
+    expanded.push_back(cur);
+    int index = static_cast<int>(expanded.size()) - 1;
     ++r.expansions;
     for (const Candidate& c : rules.candidates(cur->graph, model)) {
       if (cur->cost + c.cost_delta >= alpha * best->cost) continue;
       Graph next = rules.apply(cur->graph, c.rule_id, c.location);
       if (!seen.insert(next.hash()).second) continue;
       ++r.graphs_seen;
-      auto s = std::make_shared<State>(State{std::move(next), 0.0, cur->applied});
-      s->cost = model.graph_cost_ms(s->graph);
-      s->applied.push_back(c.rule_id);
-      if (s->cost < best->cost) best = s;
-      if (s->cost < alpha * best->cost) queue.push(s);
+      double cost = model.graph_cost_ms(next);
+      if (cost < best->cost) {
+        best = std::make_shared<State>(State{std::move(next), cost, cur->applied});
+        best->applied.push_back(c.rule_id);
+      }
+      if (cost < alpha * best->cost) queue.push({cost, index, c});
     }
   }
   r.complete = queue.empty();

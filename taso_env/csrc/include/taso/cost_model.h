@@ -32,7 +32,8 @@ struct DeviceProfile {
   double peak_flops;          // FLOP/s of the math mode in use
   double memory_bandwidth;    // bytes/s
   double launch_overhead_us;  // per op, as in a CUDA-graph replay
-  double min_kernel_us;       // the shortest a kernel runs, however little it does
+  double kernel_latency_us;   // fixed time of any kernel (ramp-up and tail), added to its work
+  double library_latency_us;  // the same for convolution / GEMM library kernels
   double compute_efficiency;  // fraction of peak that real kernels reach (convolutions, ...)
   double gemm_efficiency;     // the same for MatMul / Gemm (cuBLAS)
   double memory_efficiency;   // fraction of bandwidth that real kernels reach
@@ -42,7 +43,8 @@ struct DeviceProfile {
 DeviceProfile device_profile(const std::string& name);
 std::vector<std::string> device_profile_names();
 
-// Roofline: launch overhead + max(minimum kernel time, compute time, memory time).
+// Roofline with fixed costs: launch overhead + kernel latency + max(compute time,
+// memory time). The fixed part is what fusing and merging ops saves.
 class AnalyticCostModel : public CostModel {
  public:
   explicit AnalyticCostModel(DeviceProfile profile) : profile_(std::move(profile)) {}
