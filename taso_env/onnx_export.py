@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from taso_env import errors
+from taso_env import dtypes, errors
 from taso_env.graph import Graph, OpInfo, TensorRef
 
 MIN_OPSET = 17
