@@ -41,3 +41,22 @@ __all__ = [
     "load_onnx",
     "set_cost_model",
 ]
+
+# The environment needs gymnasium; the engine does not (the GPU machine has none), so
+# the env is registered when gymnasium is importable and loaded on first use.
+try:
+    import gymnasium as _gymnasium
+except ImportError:  # pragma: no cover - engine-only installs
+    _gymnasium = None
+if _gymnasium is not None and "taso_env/GraphRewrite-v0" not in _gymnasium.registry:
+    _gymnasium.register(id="taso_env/GraphRewrite-v0", entry_point="taso_env.env:GraphRewriteEnv")
+
+_ENV_NAMES = ("GraphRewriteEnv", "EnvConfig", "FlatCandidateActions", "InvalidActionError")
+
+
+def __getattr__(name):
+    if name in _ENV_NAMES:
+        from taso_env import env
+
+        return getattr(env, name)
+    raise AttributeError(f"module 'taso_env' has no attribute {name!r}")

@@ -112,6 +112,7 @@ cdef extern from "taso/cost_model.h" namespace "taso":
         double gemm_efficiency
         double memory_efficiency
 
+    vector[char] constant_ops(const Graph& graph) except +raise_core_error
     DeviceProfile device_profile(const string& name) except +raise_core_error
     vector[string] device_profile_names()
 

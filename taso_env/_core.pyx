@@ -159,6 +159,39 @@ cdef class CoreGraph:
         cdef vector[string] names = deref(self.g).output_names()
         return [n.decode() for n in names]
 
+    def structure(self):
+        """Flat structure for feature extraction, as plain lists: op type codes,
+        constant flags, output flags (per op); senders, receivers, the last 4 dims of
+        each edge's tensor right-aligned (4 per edge, 0 where the rank is smaller), its
+        rank and its number of elements (per edge)."""
+        cdef Graph* g = self.g.get()
+        cdef int n = g.num_ops(), i, slot, k, r
+        cdef vector[TensorRef] outs = g.outputs()
+        cdef vector[char] constant = constant_ops(deref(g))
+        cdef const vector[int64_t]* shape
+        cdef int64_t numel
+        types, senders, receivers, dims, ranks, numels = [], [], [], [], [], []
+        cdef Op op
+        for i in range(n):
+            op = g.op(i)
+            types.append(<int>op.type)
+            for slot in range(<int>op.inputs.size()):
+                senders.append(op.inputs[slot].op)
+                receivers.append(i)
+                shape = &g.op(op.inputs[slot].op).outputs[op.inputs[slot].index].shape
+                r = <int>shape.size()
+                numel = 1
+                for k in range(r):
+                    numel *= shape[0][k]
+                for k in range(4):
+                    dims.append(shape[0][r - 4 + k] if r - 4 + k >= 0 else 0)
+                ranks.append(r)
+                numels.append(numel)
+        is_output = [0] * n
+        for t in outs:
+            is_output[t.op] = 1
+        return types, [<int>c for c in constant], is_output, senders, receivers, dims, ranks, numels
+
     def hash(self):
         return deref(self.g).hash()
 

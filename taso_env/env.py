@@ -1,0 +1,259 @@
+"""GraphRewriteEnv: graph rewriting as a Gymnasium environment.
+
+    env = gymnasium.make("taso_env/GraphRewrite-v0", graph="bert_base")
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(np.array([xfer, location]))
+
+- Observation: the current graph as padded graph-net arrays (taso_env/features.py).
+- Action: `(xfer, location)`. `xfer` in [0, n_rules) is a rule id (te.rules.names());
+  `xfer == n_rules` is **stop**. `location` indexes that rule's candidates in the order
+  `Graph.candidates()` lists them (at most `max_locations` per rule).
+  `info["xfer_mask"]` [n_rules + 1] and `info["location_mask"]` [n_rules + 1,
+  max_locations] say which actions are valid (stop always is).
+- Invalid action (masked out): with `invalid_action="penalty"` (default) the graph is
+  unchanged, the reward is `invalid_penalty`, `info["invalid_action"]` is True and the
+  step counts toward the horizon; with `invalid_action="raise"` it raises
+  InvalidActionError. Either way nothing crashes.
+- Reward: `100 * (RT_{t-1} - RT_t) / RT_0`, RT = estimated runtime under the env's
+  cost model (so the episode's return is the percentage of runtime saved).
+- Episode end: terminated on stop or when no candidate is left; truncated at the
+  horizon, or when a rewrite would exceed the observation's maxima
+  (`info["truncated_reason"]`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from taso_env import features, graphs
+from taso_env import rules as rules_module
+from taso_env.cost_model import make_cost_model
+from taso_env.errors import TasoEnvError
+from taso_env.graph import Graph
+from taso_env.onnx_import import load_onnx
+from taso_env.search import Candidate
+
+
+class InvalidActionError(TasoEnvError, ValueError):
+    """An action that the masks rule out (raised with invalid_action="raise")."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Settings of GraphRewriteEnv.
+
+    Attributes:
+        graphs: built-in network names or ONNX paths; reset samples one uniformly.
+        horizon: steps before truncation.
+        max_nodes / max_edges: observation maxima (None: the largest start graph plus
+            room for `horizon` rewrites).
+        max_locations: candidates offered per rule.
+        cost_model: "analytic[:profile]" (or a measured model when available).
+        invalid_action: "penalty" or "raise".
+        invalid_penalty: reward of an invalid action under "penalty".
+    """
+
+    graphs: tuple[str, ...] = ("squeezenet",)
+    horizon: int = 50
+    max_nodes: int | None = None
+    max_edges: int | None = None
+    max_locations: int = 128
+    cost_model: str = "analytic:h100"
+    invalid_action: str = "penalty"
+    invalid_penalty: float = -1.0
+    graph_kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.graphs:
+            raise ValueError("EnvConfig.graphs must name at least one graph")
+        if self.horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+        if self.max_locations < 1:
+            raise ValueError(f"max_locations must be >= 1, got {self.max_locations}")
+        if self.invalid_action not in ("penalty", "raise"):
+            raise ValueError(f"invalid_action must be 'penalty' or 'raise', got {self.invalid_action!r}")
+
+
+def load_graph(spec: str | Graph, **kwargs) -> Graph:
+    """A built-in network name, an ONNX path, or a Graph as is."""
+    if isinstance(spec, Graph):
+        return spec
+    if str(spec).endswith(".onnx") or Path(spec).exists():
+        return load_onnx(spec)
+    return graphs.build(spec, seed=None, **kwargs)
+
+
+class GraphRewriteEnv(gymnasium.Env):
+    """See the module docstring."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, graph: str | Graph | Sequence[str | Graph] = "squeezenet", *,
+                 config: EnvConfig | None = None, rules=None, **overrides):
+        specs = [graph] if isinstance(graph, (str, Graph)) else list(graph)
+        if config is None:
+            config = EnvConfig(graphs=tuple(s if isinstance(s, str) else s.name for s in specs), **overrides)
+        elif overrides:
+            raise ValueError("pass either config or keyword overrides, not both")
+        self.config = config
+        self.rules = rules if rules is not None else rules_module.default()
+        self.n_rules = len(self.rules)
+        self.cost_model = make_cost_model(config.cost_model)
+        self._graphs = [load_graph(s, **config.graph_kwargs) for s in specs]
+        sizes = [features.graph_size(g) for g in self._graphs]
+        self.max_nodes = config.max_nodes or max(n for n, _ in sizes) + 12 * config.horizon
+        self.max_edges = config.max_edges or max(e for _, e in sizes) + 24 * config.horizon
+        for g, (n, e) in zip(self._graphs, sizes):
+            if n > self.max_nodes or e > self.max_edges:
+                raise features.ObservationLimitError(
+                    f"graph {g.name!r} needs {n} nodes / {e} edges; max_nodes={self.max_nodes}, "
+                    f"max_edges={self.max_edges}")
+        self.observation_space = features.observation_space(self.max_nodes, self.max_edges)
+        self.action_space = spaces.MultiDiscrete([self.n_rules + 1, config.max_locations])
+        self.graph: Graph | None = None
+        self.real_steps = 0  # env steps taken since construction (for accounting)
+
+    # -- helpers -----------------------------------------------------------------------
+    @property
+    def graph_names(self) -> list[str]:
+        return [g.name for g in self._graphs]
+
+    def _refresh(self) -> None:
+        """Candidates of the current graph, grouped by rule, and the masks."""
+        self._cands = self.graph.candidates(rules=self.rules, model=self.cost_model)
+        self._by_rule: list[list[Candidate]] = [[] for _ in range(self.n_rules)]
+        for c in self._cands:
+            if len(self._by_rule[c.rule_id]) < self.config.max_locations:
+                self._by_rule[c.rule_id].append(c)
+        self._op_costs = self.graph.op_costs(self.cost_model)
+        self._cost = float(self._op_costs.sum())
+
+    def _masks(self) -> tuple[np.ndarray, np.ndarray]:
+        xfer = np.zeros(self.n_rules + 1, bool)
+        loc = np.zeros((self.n_rules + 1, self.config.max_locations), bool)
+        for r, cs in enumerate(self._by_rule):
+            if cs:
+                xfer[r] = True
+                loc[r, :len(cs)] = True
+        xfer[self.n_rules] = True
+        loc[self.n_rules, 0] = True
+        return xfer, loc
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return features.graph_features(self.graph, op_costs=self._op_costs, initial_cost=self._initial_cost,
+                                       step=self._step, horizon=self.config.horizon,
+                                       max_nodes=self.max_nodes, max_edges=self.max_edges)
+
+    def _info(self, **extra) -> dict:
+        xfer, loc = self._masks()
+        return {"xfer_mask": xfer, "location_mask": loc, "cost": self._cost,
+                "initial_cost": self._initial_cost, "step": self._step, "graph": self.graph.name,
+                "num_candidates": len(self._cands), "invalid_action": False, **extra}
+
+    def candidates(self, xfer: int) -> list[Candidate]:
+        """The candidates `location` indexes for rule `xfer` in the current graph."""
+        return list(self._by_rule[xfer]) if 0 <= xfer < self.n_rules else []
+
+    # -- gymnasium API -----------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if "graph" in options:
+            names = self.graph_names
+            if options["graph"] not in names:
+                raise ValueError(f"unknown graph {options['graph']!r}; this env has {names}")
+            self.graph = self._graphs[names.index(options["graph"])]
+        else:
+            self.graph = self._graphs[int(self.np_random.integers(len(self._graphs)))]
+        self._step = 0
+        self._refresh()
+        self._initial_cost = self._cost
+        return self._observation(), self._info()
+
+    def step(self, action):
+        if self.graph is None:
+            raise gymnasium.error.ResetNeeded("call reset() before step()")
+        action = np.asarray(action).reshape(-1)
+        if action.shape != (2,):
+            raise InvalidActionError(f"an action is (xfer, location); got shape {action.shape}")
+        xfer, location = int(action[0]), int(action[1])
+        self._step += 1
+        self.real_steps += 1
+        truncated_reason = None
+        if xfer == self.n_rules:
+            reward, terminated, invalid = 0.0, True, False
+        elif 0 <= xfer < self.n_rules and 0 <= location < len(self._by_rule[xfer]):
+            previous_graph, previous_cost, previous_costs = self.graph, self._cost, self._op_costs
+            self.graph = self.graph.apply(self._by_rule[xfer][location], rules=self.rules)
+            n, e = features.graph_size(self.graph)
+            if n > self.max_nodes or e > self.max_edges:
+                self.graph, self._op_costs = previous_graph, previous_costs
+                truncated_reason = "observation limit"
+                reward, terminated, invalid = 0.0, False, False
+            else:
+                self._refresh()
+                reward = 100.0 * (previous_cost - self._cost) / self._initial_cost
+                terminated, invalid = not self._cands, False
+        else:
+            if self.config.invalid_action == "raise":
+                raise InvalidActionError(
+                    f"action ({xfer}, {location}) is not valid: xfer must be a rule with candidates "
+                    f"(0..{self.n_rules - 1}) or {self.n_rules} (stop), location < that rule's "
+                    f"{len(self._by_rule[xfer]) if 0 <= xfer < self.n_rules else 0} candidates")
+            reward, terminated, invalid = self.config.invalid_penalty, False, True
+        truncated = truncated_reason is not None or (not terminated and self._step >= self.config.horizon)
+        if truncated and truncated_reason is None:
+            truncated_reason = "horizon"
+        extra = {"invalid_action": invalid}
+        if truncated:
+            extra["truncated_reason"] = truncated_reason
+        return self._observation(), float(reward), bool(terminated), bool(truncated), self._info(**extra)
+
+
+class FlatCandidateActions(gymnasium.Wrapper):
+    """Flat `Discrete(max_candidates + 1)` actions for agents that score candidates:
+    action i < max_candidates applies the i-th candidate of `info["candidates"]` (all
+    rules, in `Graph.candidates()` order); action max_candidates is stop.
+    `info["action_mask"]` marks the valid ones; `info["candidate_features"]`
+    [max_candidates, 3] holds (rule id, cost delta as % of the initial cost, valid)."""
+
+    def __init__(self, env: GraphRewriteEnv, max_candidates: int = 512):
+        super().__init__(env)
+        self.max_candidates = max_candidates
+        self.action_space = spaces.Discrete(max_candidates + 1)
+
+    def _flat(self, info: dict) -> dict:
+        base: GraphRewriteEnv = self.env.unwrapped
+        flat = [(r, i) for r in range(base.n_rules) for i in range(len(base.candidates(r)))]
+        flat = flat[: self.max_candidates]
+        mask = np.zeros(self.max_candidates + 1, bool)
+        mask[: len(flat)] = True
+        mask[-1] = True
+        feats = np.zeros((self.max_candidates, 3), np.float32)
+        for k, (r, i) in enumerate(flat):
+            c = base.candidates(r)[i]
+            feats[k] = (r, 100.0 * c.cost_delta / info["initial_cost"], 1.0)
+        self._flat_actions = flat
+        return {**info, "action_mask": mask, "candidate_features": feats, "candidates": flat}
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._flat(info)
+
+    def step(self, action):
+        a = int(action)
+        base: GraphRewriteEnv = self.env.unwrapped
+        if a == self.max_candidates:
+            inner = (base.n_rules, 0)
+        elif 0 <= a < len(self._flat_actions):
+            inner = self._flat_actions[a]
+        else:
+            inner = (-1, -1)  # invalid: handled by the env as configured
+        obs, reward, terminated, truncated, info = self.env.step(np.array(inner))
+        return obs, reward, terminated, truncated, self._flat(info)

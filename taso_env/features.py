@@ -1,0 +1,123 @@
+"""The observation format of GraphRewriteEnv: a graph as graph-net arrays.
+
+This module is the one place that says what each field means; `check_observation`
+enforces it. An observation is a dict of numpy arrays padded to fixed maxima (so that it
+lives in a fixed gymnasium space and batches stack):
+
+    nodes      float32 [max_nodes, NODE_DIM]  one row per op of the graph (graph inputs
+               and weights included), row i = op id i; rows >= n_node are zero.
+               Columns:
+                 [0, NUM_OP_TYPES)   one-hot op type (OP_TYPES order, the C++ enum)
+                 COST_COLUMN         log1p(estimated op cost in microseconds) / 10
+                 CONSTANT_COLUMN     1 if the op's value is known before run time
+                 OUTPUT_COLUMN       1 if an output of the op is a graph output
+    edges      float32 [max_edges, EDGE_DIM]  one row per (producer output -> consumer
+               input slot), in consumer order then slot order; rows >= n_edge are zero.
+               Columns: the tensor's last 4 dims right-aligned as log2(1 + d) / 16 (0 where
+               the rank is smaller), rank / 8, log2(1 + number of elements) / 32
+    senders    int32 [max_edges]   producer op id of each edge (0 in padding)
+    receivers  int32 [max_edges]   consumer op id of each edge (0 in padding)
+    globals    float32 [GLOBAL_DIM]  current cost / initial cost, step / horizon,
+               n_node / max_nodes
+    n_node     int32 []            number of real node rows
+    n_edge     int32 []            number of real edge rows
+
+Indices are absolute within one observation (graph_nets' convention for a single
+graph); batching offsets them (worldmodel.dataset does that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from gymnasium import spaces
+
+from taso_env import _core
+from taso_env.graph import Graph
+
+OP_TYPES: tuple[str, ...] = tuple(_core.list_op_types())
+NUM_OP_TYPES = len(OP_TYPES)
+COST_COLUMN = NUM_OP_TYPES
+CONSTANT_COLUMN = NUM_OP_TYPES + 1
+OUTPUT_COLUMN = NUM_OP_TYPES + 2
+NODE_DIM = NUM_OP_TYPES + 3
+EDGE_DIM = 6
+GLOBAL_DIM = 3
+FIELDS = ("nodes", "edges", "senders", "receivers", "globals", "n_node", "n_edge")
+
+
+class ObservationLimitError(ValueError):
+    """A graph has more nodes or edges than the observation's fixed maxima."""
+
+
+def observation_space(max_nodes: int, max_edges: int) -> spaces.Dict:
+    """The gymnasium space of observations padded to these maxima."""
+    return spaces.Dict({
+        "nodes": spaces.Box(0.0, np.inf, (max_nodes, NODE_DIM), np.float32),
+        "edges": spaces.Box(0.0, np.inf, (max_edges, EDGE_DIM), np.float32),
+        "senders": spaces.Box(0, max(max_nodes - 1, 0), (max_edges,), np.int32),
+        "receivers": spaces.Box(0, max(max_nodes - 1, 0), (max_edges,), np.int32),
+        "globals": spaces.Box(0.0, np.inf, (GLOBAL_DIM,), np.float32),
+        "n_node": spaces.Box(0, max_nodes, (), np.int32),
+        "n_edge": spaces.Box(0, max_edges, (), np.int32),
+    })
+
+
+def graph_size(graph: Graph) -> tuple[int, int]:
+    """(nodes, edges) that `graph` needs in an observation."""
+    return len(graph.ops), sum(len(o.inputs) for o in graph.ops)
+
+
+def graph_features(graph: Graph, *, op_costs: np.ndarray, initial_cost: float, step: int,
+                   horizon: int, max_nodes: int, max_edges: int) -> dict[str, np.ndarray]:
+    """The observation of `graph` (see the module docstring).
+
+    Raises:
+        ObservationLimitError: the graph needs more rows than max_nodes / max_edges.
+    """
+    types, constant, is_output, senders, receivers, dims, ranks, numels = graph._core.structure()
+    n, e = len(types), len(senders)
+    if n > max_nodes or e > max_edges:
+        raise ObservationLimitError(
+            f"graph {graph.name!r} has {n} nodes and {e} edges; the observation holds at most "
+            f"{max_nodes} nodes and {max_edges} edges")
+    nodes = np.zeros((max_nodes, NODE_DIM), np.float32)
+    nodes[np.arange(n), types] = 1.0
+    nodes[:n, COST_COLUMN] = np.log1p(np.asarray(op_costs, np.float64) * 1e3) / 10.0
+    nodes[:n, CONSTANT_COLUMN] = constant
+    nodes[:n, OUTPUT_COLUMN] = is_output
+    edges = np.zeros((max_edges, EDGE_DIM), np.float32)
+    if e:
+        edges[:e, :4] = np.log2(1.0 + np.asarray(dims, np.float64).reshape(e, 4)) / 16.0
+        edges[:e, 4] = np.asarray(ranks, np.float64) / 8.0
+        edges[:e, 5] = np.log2(1.0 + np.asarray(numels, np.float64)) / 32.0
+    snd = np.zeros(max_edges, np.int32)
+    rcv = np.zeros(max_edges, np.int32)
+    snd[:e], rcv[:e] = senders, receivers
+    current = float(np.sum(op_costs))
+    globals_ = np.array([current / initial_cost if initial_cost > 0 else 1.0,
+                         step / max(horizon, 1), n / max_nodes], np.float32)
+    return {"nodes": nodes, "edges": edges, "senders": snd, "receivers": rcv, "globals": globals_,
+            "n_node": np.array(n, np.int32), "n_edge": np.array(e, np.int32)}
+
+
+def check_observation(obs: Mapping[str, np.ndarray]) -> None:
+    """Validates an observation against the format; ValueError naming the field."""
+    missing = [f for f in FIELDS if f not in obs]
+    if missing:
+        raise ValueError(f"observation lacks fields {missing}")
+    max_nodes, node_dim = obs["nodes"].shape
+    max_edges = obs["edges"].shape[0]
+    if node_dim != NODE_DIM or obs["edges"].shape[1] != EDGE_DIM:
+        raise ValueError(f"nodes/edges have {node_dim}/{obs['edges'].shape[1]} columns, "
+                         f"expected {NODE_DIM}/{EDGE_DIM}")
+    n, e = int(obs["n_node"]), int(obs["n_edge"])
+    if not (0 <= n <= max_nodes and 0 <= e <= max_edges):
+        raise ValueError(f"n_node {n} / n_edge {e} outside [0, {max_nodes}] / [0, {max_edges}]")
+    for f in ("senders", "receivers"):
+        idx = obs[f][:e]
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"{f} index outside the {n} real nodes")
+    if obs["globals"].shape != (GLOBAL_DIM,):
+        raise ValueError(f"globals has shape {obs['globals'].shape}, expected ({GLOBAL_DIM},)")
