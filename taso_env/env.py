@@ -94,8 +94,10 @@ class GraphRewriteEnv(gymnasium.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, graph: str | Graph | Sequence[str | Graph] = "squeezenet", *,
+    def __init__(self, graph: str | Graph | Sequence[str | Graph] | None = None, *,
                  config: EnvConfig | None = None, rules=None, **overrides):
+        if graph is None:
+            graph = list(config.graphs) if config is not None else "squeezenet"
         specs = [graph] if isinstance(graph, (str, Graph)) else list(graph)
         if config is None:
             config = EnvConfig(graphs=tuple(s if isinstance(s, str) else s.name for s in specs), **overrides)

@@ -45,6 +45,8 @@ NODE_DIM = NUM_OP_TYPES + 3
 EDGE_DIM = 6
 GLOBAL_DIM = 3
 FIELDS = ("nodes", "edges", "senders", "receivers", "globals", "n_node", "n_edge")
+# Upper bound of every float feature (all are normalised well below it).
+FEATURE_MAX = 100.0
 
 
 class ObservationLimitError(ValueError):
@@ -54,11 +56,11 @@ class ObservationLimitError(ValueError):
 def observation_space(max_nodes: int, max_edges: int) -> spaces.Dict:
     """The gymnasium space of observations padded to these maxima."""
     return spaces.Dict({
-        "nodes": spaces.Box(0.0, np.inf, (max_nodes, NODE_DIM), np.float32),
-        "edges": spaces.Box(0.0, np.inf, (max_edges, EDGE_DIM), np.float32),
+        "nodes": spaces.Box(0.0, FEATURE_MAX, (max_nodes, NODE_DIM), np.float32),
+        "edges": spaces.Box(0.0, FEATURE_MAX, (max_edges, EDGE_DIM), np.float32),
         "senders": spaces.Box(0, max(max_nodes - 1, 0), (max_edges,), np.int32),
         "receivers": spaces.Box(0, max(max_nodes - 1, 0), (max_edges,), np.int32),
-        "globals": spaces.Box(0.0, np.inf, (GLOBAL_DIM,), np.float32),
+        "globals": spaces.Box(0.0, FEATURE_MAX, (GLOBAL_DIM,), np.float32),
         "n_node": spaces.Box(0, max_nodes, (), np.int32),
         "n_edge": spaces.Box(0, max_edges, (), np.int32),
     })
@@ -96,7 +98,7 @@ def graph_features(graph: Graph, *, op_costs: np.ndarray, initial_cost: float, s
     rcv = np.zeros(max_edges, np.int32)
     snd[:e], rcv[:e] = senders, receivers
     current = float(np.sum(op_costs))
-    globals_ = np.array([current / initial_cost if initial_cost > 0 else 1.0,
+    globals_ = np.array([min(current / initial_cost, FEATURE_MAX) if initial_cost > 0 else 1.0,
                          step / max(horizon, 1), n / max_nodes], np.float32)
     return {"nodes": nodes, "edges": edges, "senders": snd, "receivers": rcv, "globals": globals_,
             "n_node": np.array(n, np.int32), "n_edge": np.array(e, np.int32)}

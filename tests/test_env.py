@@ -1,0 +1,170 @@
+"""GraphRewriteEnv: Gymnasium conformance, masks, stop, horizon, invalid actions, reward
+arithmetic against the cost model, determinism."""
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import taso_env as te
+from taso_env import features
+from taso_env.env import EnvConfig, FlatCandidateActions, GraphRewriteEnv, InvalidActionError
+from taso_env.episode import run_episode
+from taso_env.policies import GreedyPolicy, RandomPolicy
+
+
+@pytest.mark.parametrize("graph", ["squeezenet", "nasrnn", "data/models/resnet18.onnx",
+                                   ["squeezenet", "nasbench"]])
+def test_check_env_passes(graph):
+    env = GraphRewriteEnv(graph, horizon=8)
+    check_env(env, skip_render_check=True)
+
+
+def test_registered_with_gymnasium_make():
+    env = gymnasium.make("taso_env/GraphRewrite-v0", graph="squeezenet", horizon=5)
+    obs, info = env.reset(seed=1)
+    assert env.observation_space.contains(obs)
+    features.check_observation(obs)
+    assert info["graph"] == "squeezenet"
+
+
+def _valid_action(info, rng):
+    return RandomPolicy()(None, info, rng)
+
+
+def test_masks_match_candidates_and_stop_is_always_valid():
+    env = GraphRewriteEnv("squeezenet", horizon=5, max_locations=4)
+    _, info = env.reset(seed=0)
+    n = env.n_rules
+    assert info["xfer_mask"].shape == (n + 1,) and info["xfer_mask"][n]
+    assert info["location_mask"].shape == (n + 1, 4)
+    cands = env.graph.candidates()
+    for r in range(n):
+        count = min(sum(c.rule_id == r for c in cands), 4)
+        assert info["xfer_mask"][r] == (count > 0)
+        assert info["location_mask"][r].sum() == count
+        assert info["location_mask"][r, :count].all()
+
+
+def test_reward_is_the_runtime_change_relative_to_the_start():
+    env = GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=10)
+    _, info = env.reset(seed=0)
+    rt0 = env.graph.cost()
+    assert info["initial_cost"] == pytest.approx(rt0)
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for _ in range(5):
+        before = env.graph.cost()
+        action = _valid_action(info, rng)
+        cand = env.candidates(int(action[0]))[int(action[1])]
+        _, reward, terminated, truncated, info = env.step(action)
+        after = env.graph.cost()
+        assert reward == pytest.approx(100 * (before - after) / rt0)
+        assert after - before == pytest.approx(cand.cost_delta, abs=1e-9)
+        assert info["cost"] == pytest.approx(after)
+        total += reward
+        if terminated or truncated:
+            break
+    assert total == pytest.approx(100 * (rt0 - env.graph.cost()) / rt0)
+
+
+def test_stop_terminates_and_horizon_truncates():
+    env = GraphRewriteEnv("squeezenet", horizon=3)
+    _, info = env.reset(seed=0)
+    _, reward, terminated, truncated, _ = env.step(np.array([env.n_rules, 0]))
+    assert terminated and not truncated and reward == 0.0
+    _, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    flags = []
+    for _ in range(3):
+        _, _, terminated, truncated, info = env.step(_valid_action(info, rng))
+        flags.append((terminated, truncated))
+    assert flags[-1] == (False, True) and info["truncated_reason"] == "horizon"
+    assert not any(t for t, _ in flags)
+
+
+def test_terminates_when_no_candidate_is_left():
+    b = te.GraphBuilder("tiny")
+    x = b.input("x", [4])
+    b.output(b.op("Identity", [x]), "y")
+    env = GraphRewriteEnv(b.build(), horizon=5)
+    _, info = env.reset(seed=0)
+    assert info["xfer_mask"].sum() == 2  # remove_identity and stop
+    _, _, terminated, truncated, info = env.step(np.array([te.rules.default().id_of("remove_identity"), 0]))
+    assert terminated and not truncated and info["num_candidates"] == 0
+
+
+def test_invalid_actions_are_penalised_or_raise_but_never_crash():
+    env = GraphRewriteEnv("squeezenet", horizon=5, invalid_penalty=-2.0)
+    _, info = env.reset(seed=0)
+    bad_xfer = int(np.flatnonzero(~info["xfer_mask"])[0])
+    cost = env.graph.cost()
+    for action in ([bad_xfer, 0], [0, 127], [-1, 0], [10_000, 3]):
+        _, reward, terminated, truncated, info = env.step(np.array(action))
+        assert reward == -2.0 and info["invalid_action"] and not terminated
+        assert env.graph.cost() == cost
+    assert not truncated  # 4 of 5 steps taken
+    strict = GraphRewriteEnv("squeezenet", horizon=5, invalid_action="raise")
+    strict.reset(seed=0)
+    with pytest.raises(InvalidActionError, match="not valid"):
+        strict.step(np.array([bad_xfer, 0]))
+    with pytest.raises(InvalidActionError, match="shape"):
+        strict.step(np.array([1, 2, 3]))
+
+
+def test_deterministic_for_a_seed():
+    env = GraphRewriteEnv(["squeezenet", "nasrnn", "nasbench"], horizon=6)
+    a = run_episode(env, RandomPolicy(), seed=7)
+    b = run_episode(env, RandomPolicy(), seed=7)
+    assert a.metrics["graph"] == b.metrics["graph"]
+    assert [x.tolist() for x in a.actions] == [x.tolist() for x in b.actions]
+    assert a.rewards == b.rewards
+    for oa, ob in zip(a.observations, b.observations):
+        for k in features.FIELDS:
+            np.testing.assert_array_equal(oa[k], ob[k])
+
+
+def test_greedy_episode_matches_greedy_search():
+    env = GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=60)
+    ep = run_episode(env, GreedyPolicy(env), seed=0)
+    search = te.search(te.load_onnx("data/models/squeezenet1_1.onnx"), "greedy")
+    assert ep.metrics["final_cost"] == pytest.approx(search.final_cost)
+    assert ep.metrics["return"] == pytest.approx(100 * (1 - search.final_cost / search.initial_cost))
+
+
+def test_observation_describes_the_graph():
+    env = GraphRewriteEnv("data/models/resnet18.onnx", horizon=5)
+    obs, _ = env.reset(seed=0)
+    g = env.graph
+    n, e = int(obs["n_node"]), int(obs["n_edge"])
+    assert n == len(g.ops) and e == sum(len(o.inputs) for o in g.ops)
+    types = obs["nodes"][:n, : features.NUM_OP_TYPES].argmax(1)
+    assert [features.OP_TYPES[t] for t in types] == [o.type for o in g.ops]
+    assert not obs["nodes"][n:].any() and not obs["edges"][e:].any()
+    conv = next(o for o in g.ops if o.type == "Conv2D")
+    weight_edge = next(i for i in range(e) if obs["receivers"][i] == conv.id and obs["senders"][i] == conv.inputs[1].op)
+    assert obs["edges"][weight_edge, 4] == pytest.approx(4 / 8)  # rank-4 weight
+    np.testing.assert_allclose(obs["globals"], [1.0, 0.0, n / env.max_nodes], rtol=1e-6)
+
+
+def test_observation_limit_truncates_instead_of_failing():
+    env = GraphRewriteEnv(config=EnvConfig(graphs=("squeezenet",), horizon=50, max_nodes=92, max_edges=400))
+    _, info = env.reset(seed=0)
+    enlarge = te.rules.default().id_of("enlarge_conv_1x1_to_3x3")
+    _, _, terminated, truncated, info = env.step(np.array([enlarge, 0]))
+    assert truncated and info["truncated_reason"] == "observation limit"
+    with pytest.raises(ValueError, match="horizon must be >= 1"):
+        EnvConfig(horizon=0)
+
+
+def test_flat_candidate_wrapper():
+    env = FlatCandidateActions(GraphRewriteEnv("squeezenet", horizon=5), max_candidates=64)
+    obs, info = env.reset(seed=0)
+    assert info["action_mask"].shape == (65,) and info["action_mask"][-1]
+    k = int(np.flatnonzero(info["action_mask"][:-1])[0])
+    rule, _ = info["candidates"][k]
+    assert info["candidate_features"][k, 0] == rule
+    _, reward, terminated, _, info = env.step(k)
+    assert not info["invalid_action"]
+    _, _, terminated, _, _ = env.step(64)
+    assert terminated
