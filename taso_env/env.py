@@ -93,6 +93,9 @@ class GraphRewriteEnv(gymnasium.Env):
     """See the module docstring."""
 
     metadata = {"render_modes": []}
+    # Real-environment steps taken in this process, all instances together: dream
+    # training must leave it unchanged (the proof that the dream is pure).
+    total_steps = 0
 
     def __init__(self, graph: str | Graph | Sequence[str | Graph] | None = None, *,
                  config: EnvConfig | None = None, rules=None, **overrides):
@@ -187,6 +190,7 @@ class GraphRewriteEnv(gymnasium.Env):
         xfer, location = int(action[0]), int(action[1])
         self._step += 1
         self.real_steps += 1
+        GraphRewriteEnv.total_steps += 1
         truncated_reason = None
         if xfer == self.n_rules:
             reward, terminated, invalid = 0.0, True, False

@@ -1,0 +1,172 @@
+"""Training the controller inside the dream (PPO), with checkpoints, resume and
+TensorBoard. Runs on V and M only: the real environment is never stepped (checked).
+
+    train_controller(run_dir, ControllerTrainConfig()) -> metrics dict
+
+Artefacts under runs/<name>/: controller/ (tf.train.Checkpoint + CheckpointManager,
+config.json, location_head.json, start_latents.npy, metrics.json) and tb/controller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+from worldmodel.checkpoints import load_mdnrnn, load_vae
+
+from controller.location_head import LocationHead
+from controller.policy import Controller, ControllerConfig
+from controller.ppo import PPOConfig, PPOTrainer
+from taso_env.env import GraphRewriteEnv
+from taso_env.rollouts import RolloutReader, batch_graphs
+from worldmodel.dream_env import Dream, DreamConfig
+from worldmodel.graphs_tuple import to_graphs_tuple
+
+
+@dataclass(frozen=True)
+class ControllerTrainConfig:
+    """PPO updates in the dream; `hidden` is the controller's MLP."""
+
+    updates: int = 100
+    hidden: tuple[int, ...] = (128, 128)
+    seed: int = 0
+    log_every: int = 5
+    checkpoint_every: int = 10
+    dream: DreamConfig = field(default_factory=DreamConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ControllerTrainConfig:
+        d = dict(d)
+        d["hidden"] = tuple(d["hidden"])
+        d["dream"] = DreamConfig(**d["dream"])
+        d["ppo"] = PPOConfig(**d["ppo"])
+        return cls(**d)
+
+
+class ControllerConfigMismatch(ValueError):
+    """A run folder holds a controller trained with other settings (use --restart)."""
+
+
+def start_latents(vae, rollouts_path: str | Path) -> tuple[np.ndarray, list[str]]:
+    """[N, 2, Z] (mu, log_sigma) of the start graph of each distinct graph in the
+    rollouts (read from the file: no environment step)."""
+    reader = RolloutReader(rollouts_path)
+    firsts: dict[str, dict] = {}
+    for episode_id in reader.episode_ids:
+        ep = reader.episode(episode_id)
+        firsts.setdefault(ep.graph_name, ep.graph(0))
+    names = sorted(firsts)
+    mu, log_sigma = vae.encode(to_graphs_tuple(batch_graphs([firsts[n] for n in names])))
+    return np.stack([mu.numpy(), log_sigma.numpy()], axis=1), names
+
+
+def load_controller(run_dir: str | Path) -> tuple[Controller, LocationHead, ControllerTrainConfig]:
+    """The trained controller of a run (latest checkpoint), its location head and config."""
+    folder = Path(run_dir) / "controller"
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"no trained controller in {folder} (run scripts/train_controller.py)")
+    saved = json.loads((folder / "config.json").read_text())
+    controller = Controller(ControllerConfig(**{**saved["controller"], "hidden": tuple(saved["controller"]["hidden"])}))
+    ckpt = tf.train.Checkpoint(controller=controller)
+    latest = tf.train.latest_checkpoint(str(folder))
+    if latest is None:
+        raise FileNotFoundError(f"no controller checkpoint in {folder}")
+    ckpt.restore(latest).expect_partial()
+    controller(tf.zeros([1, controller.config.obs_dim]), tf.ones([1, controller.config.n_actions], tf.bool))
+    return controller, LocationHead.load(folder / "location_head.json"), ControllerTrainConfig.from_dict(saved["train"])
+
+
+def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart: bool = False) -> dict:
+    """Trains (or resumes training) the controller of `run_dir` in the dream."""
+    run_dir = Path(run_dir)
+    folder = run_dir / "controller"
+    vae, mdnrnn = load_vae(run_dir), load_mdnrnn(run_dir)
+    latents, graph_names = start_latents(vae, run_dir / "rollouts.h5")
+    ccfg = ControllerConfig(obs_dim=latents.shape[2] + int(mdnrnn.config.hidden),
+                            n_actions=int(mdnrnn.config.n_rules) + 1, hidden=config.hidden)
+    saved = {"controller": dataclasses.asdict(ccfg), "train": dataclasses.asdict(config)}
+    if restart and folder.exists():
+        for p in folder.iterdir():
+            p.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = folder / "config.json"
+    if config_path.exists():
+        previous = json.loads(config_path.read_text())
+        if previous != json.loads(json.dumps(saved)):
+            raise ControllerConfigMismatch(f"{config_path} was written with other settings; pass --restart")
+    config_path.write_text(json.dumps(saved, indent=2))
+    np.save(folder / "start_latents.npy", latents)
+    LocationHead().save(folder / "location_head.json")
+
+    controller = Controller(ccfg)
+    trainer = PPOTrainer(controller, config.ppo)
+    step = tf.Variable(0, dtype=tf.int64)
+    controller(tf.zeros([1, ccfg.obs_dim]), tf.ones([1, ccfg.n_actions], tf.bool))  # build variables
+    ckpt = tf.train.Checkpoint(controller=controller, optimizer=trainer.optimizer, step=step)
+    manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=3)
+    if manager.latest_checkpoint:
+        ckpt.restore(manager.latest_checkpoint)
+    writer = tf.summary.create_file_writer(str(run_dir / "tb" / "controller"))
+    with writer.as_default():
+        table = "| setting | value |\n|---|---|\n" + "\n".join(
+            f"| {k} | {v} |" for k, v in _flatten(saved).items())
+        tf.summary.text("hparams", table, step=0)
+
+    real_steps_before = GraphRewriteEnv.total_steps
+    dream = Dream(vae, mdnrnn, latents, config.dream, batch_size=config.ppo.num_dreams,
+                  seed=config.seed + int(step.numpy()))
+    obs = dream.reset()
+    rng = np.random.default_rng([config.seed, int(step.numpy())])
+    start = time.perf_counter()
+    history = []
+    bar = tqdm(range(int(step.numpy()), config.updates), desc="controller (dream PPO)",
+               disable=not sys.stderr.isatty())
+    for update in bar:
+        obs, metrics = trainer.iteration(dream, obs, rng)
+        step.assign(update + 1)
+        history.append(metrics)
+        bar.set_postfix(ret=f"{metrics['dream/episode_return']:.2f}")
+        if (update + 1) % config.log_every == 0 or update + 1 == config.updates:
+            with writer.as_default():
+                for k, v in metrics.items():
+                    if np.isfinite(v):
+                        tf.summary.scalar(k, v, step=update + 1)
+                logits, _ = controller(tf.constant(obs), tf.constant(dream.mask))
+                tf.summary.histogram("policy/logits", tf.boolean_mask(logits, dream.mask), step=update + 1)
+        if (update + 1) % config.checkpoint_every == 0 or update + 1 == config.updates:
+            manager.save(checkpoint_number=update + 1)
+    writer.flush()
+    if GraphRewriteEnv.total_steps != real_steps_before:
+        raise RuntimeError("the dream stepped a real environment")  # never expected
+    last = history[-5:] if history else []
+    result = {
+        "updates": int(step.numpy()), "seconds": time.perf_counter() - start,
+        "graphs": graph_names, "real_env_steps_during_training": GraphRewriteEnv.total_steps - real_steps_before,
+        "dream_episode_return": float(np.nanmean([m["dream/episode_return"] for m in last])) if last else None,
+        "dream_invalid_rate": float(np.mean([m["dream/invalid_rate"] for m in last])) if last else None,
+        "policy_traces": trainer.traces,
+    }
+    (folder / "metrics.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+__all__ = ["ControllerTrainConfig", "load_controller", "start_latents", "train_controller"]
