@@ -62,7 +62,7 @@ def start_latents(vae, rollouts_path: str | Path) -> tuple[np.ndarray, list[str]
     firsts: dict[str, dict] = {}
     for episode_id in reader.episode_ids:
         ep = reader.episode(episode_id)
-        firsts.setdefault(ep.graph_name, ep.graph(0))
+        firsts.setdefault(ep.attrs["graph"], ep.graph(0))
     names = sorted(firsts)
     mu, log_sigma = vae.encode(to_graphs_tuple(batch_graphs([firsts[n] for n in names])))
     return np.stack([mu.numpy(), log_sigma.numpy()], axis=1), names
