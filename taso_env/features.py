@@ -68,7 +68,7 @@ def observation_space(max_nodes: int, max_edges: int) -> spaces.Dict:
 
 def graph_size(graph: Graph) -> tuple[int, int]:
     """(nodes, edges) that `graph` needs in an observation."""
-    return len(graph.ops), sum(len(o.inputs) for o in graph.ops)
+    return graph._core.sizes()
 
 
 def graph_features(graph: Graph, *, op_costs: np.ndarray, initial_cost: float, step: int,

@@ -1,0 +1,272 @@
+"""Parallel rollout collection: K worker processes play episodes, one writer stores them.
+
+    cfg = CollectConfig(graphs=("squeezenet", "bert_base"), episodes=1000, workers=4,
+                        out="runs/demo/rollouts.h5")
+    collect(cfg)              # rerun to resume; collect(cfg, restart=True) starts over
+
+Episode i plays graph `graphs[i % len(graphs)]` from `reset(seed=seed + i)` with a
+policy seeded the same way, so it does not depend on which worker ran it or on whether
+the run was interrupted: a resumed run collects exactly the episodes an uninterrupted
+one would have, and only those still missing. Workers (spawned processes) pull episode
+ids from a task queue and send packed episodes back; the parent is the single writer
+(taso_env.rollouts.RolloutWriter). Workers die with the parent, even on SIGKILL.
+
+The run's settings are saved as the "collect" section of `runs/<name>/config.json`; a
+rerun with different data-defining settings is refused (ConfigMismatchError) unless it
+restarts. `workers` may change between runs and `episodes` may grow.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import queue
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, fields
+
+from tqdm import tqdm
+
+from taso_env.episode import run_episode
+from taso_env.errors import TasoEnvError
+from taso_env.rollouts import RolloutMeta, RolloutWriter, pack_episode
+
+POLICIES = ("random", "greedy", "epsilon_greedy")
+RESUMABLE_FIELDS = ("workers", "episodes", "out")  # may differ on a resumed run
+
+
+class ConfigMismatchError(TasoEnvError, ValueError):
+    """A resumed collection was asked for other settings than the run it continues."""
+
+    def __init__(self, path: str, differences: dict):
+        self.path, self.fields = path, sorted(differences)
+        lines = "; ".join(f"{k}: {old!r} in the run, {new!r} now" for k, (old, new) in differences.items())
+        super().__init__(f"{path}: settings differ from the run being resumed ({lines}); "
+                         f"rerun with the same settings or restart")
+
+
+class CollectionError(TasoEnvError, RuntimeError):
+    """A worker failed; the message carries its traceback or exit code."""
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """Settings of one rollout collection (saved to config.json).
+
+    Attributes:
+        graphs: built-in network names or ONNX paths; episode i plays graphs[i % n].
+        episodes: episode ids 0..episodes-1 are collected.
+        out: the rollout index file, runs/<name>/rollouts.h5.
+        policy: "random", "greedy" or "epsilon_greedy" (taso_env.policies).
+        workers: worker processes; 0 plays in this process.
+        horizon / cost_model / max_locations: the env's settings (EnvConfig).
+        seed: episode i uses seed + i.
+        epsilon: random-action probability of epsilon_greedy.
+        stop_prob: per-step stop probability of the random policy.
+    """
+
+    graphs: tuple[str, ...]
+    episodes: int
+    out: str
+    policy: str = "random"
+    workers: int = 1
+    horizon: int = 50
+    seed: int = 0
+    cost_model: str = "analytic:h100"
+    max_locations: int = 128
+    epsilon: float = 0.3
+    stop_prob: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "graphs", tuple(self.graphs))
+        if not self.graphs:
+            raise ValueError("CollectConfig.graphs must name at least one graph")
+        if self.episodes < 0 or self.workers < 0:
+            raise ValueError(f"episodes and workers must be >= 0, got {self.episodes}, {self.workers}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; use one of {POLICIES}")
+
+    @property
+    def run_dir(self) -> str:
+        return os.path.dirname(os.path.abspath(self.out))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class CollectResult:
+    """What one call of `collect` did."""
+
+    collected: int  # episodes written by this call
+    total: int  # episodes in the file now
+    steps: int  # env steps of the episodes written by this call
+    seconds: float
+
+
+def make_env(cfg: CollectConfig):
+    """The GraphRewriteEnv every worker plays in."""
+    from taso_env.env import EnvConfig, GraphRewriteEnv
+
+    env_cfg = EnvConfig(graphs=cfg.graphs, horizon=cfg.horizon, cost_model=cfg.cost_model,
+                        max_locations=cfg.max_locations)
+    return GraphRewriteEnv(list(cfg.graphs), config=env_cfg)
+
+
+def make_collect_policy(cfg: CollectConfig, env):
+    """The policy named by cfg.policy with its settings."""
+    from taso_env.policies import make_policy
+
+    kwargs = {"random": {"stop_prob": cfg.stop_prob}, "greedy": {},
+              "epsilon_greedy": {"epsilon": cfg.epsilon}}[cfg.policy]
+    return make_policy(cfg.policy, env, **kwargs)
+
+
+def play(cfg: CollectConfig, env, policy, meta: RolloutMeta, episode_id: int) -> dict:
+    """Plays episode `episode_id` (graph and seed from the id) and packs it."""
+    seed = cfg.seed + episode_id
+    graph = env.graph_names[episode_id % len(env.graph_names)]
+    episode = run_episode(env, policy, seed, options={"graph": graph})
+    return pack_episode(episode, episode_id=episode_id, seed=seed, meta=meta, policy=cfg.policy)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before prctl
+        os._exit(1)
+
+
+def _worker(cfg: CollectConfig, meta: RolloutMeta, tasks, results, parent_pid: int) -> None:
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    episode_id = None
+    try:
+        env = make_env(cfg)
+        policy = make_collect_policy(cfg, env)
+        while (episode_id := tasks.get()) is not None and os.getppid() == parent_pid:
+            results.put(("episode", episode_id, play(cfg, env, policy, meta, episode_id)))
+    except BaseException:  # report everything, the parent decides
+        results.put(("error", episode_id, traceback.format_exc()))
+
+
+def check_config(cfg: CollectConfig, restart: bool = False) -> None:
+    """Refuses to resume a run whose config.json has other data-defining settings.
+
+    Raises:
+        ConfigMismatchError: naming the differing fields.
+    """
+    path = os.path.join(cfg.run_dir, "config.json")
+    if restart or not os.path.exists(path):
+        return
+    with open(path) as f:
+        saved = json.load(f).get("collect")
+    if saved is None:
+        return
+    now = json.loads(cfg.to_json())
+    differences = {f.name: (saved.get(f.name), now[f.name]) for f in fields(CollectConfig)
+                   if f.name not in RESUMABLE_FIELDS and saved.get(f.name) != now[f.name]}
+    if differences:
+        raise ConfigMismatchError(path, differences)
+
+
+def save_config(cfg: CollectConfig) -> None:
+    """Writes cfg as the "collect" section of config.json (other sections are kept)."""
+    path = os.path.join(cfg.run_dir, "config.json")
+    data = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            data = json.load(f)
+    data["collect"] = json.loads(cfg.to_json())
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None = None) -> CollectResult:
+    """Collects the episodes of `cfg` still missing from cfg.out (all with restart).
+
+    Args:
+        cfg: the collection's settings.
+        restart: delete the run's episodes first and ignore its saved settings.
+        progress: show a tqdm bar (default: when stderr is a terminal).
+
+    Raises:
+        ConfigMismatchError: resuming with other settings (see check_config), or fewer
+            episodes than the run already has.
+        RuleSetMismatchError: the stored episodes used another rule set.
+        CollectionError: a worker failed.
+    """
+    start = time.perf_counter()
+    check_config(cfg, restart)
+    os.makedirs(cfg.run_dir, exist_ok=True)
+    env = make_env(cfg)
+    meta = RolloutMeta.from_env(env, collect_config=cfg.to_json())
+    with RolloutWriter(cfg.out, meta, restart=restart) as writer:
+        extra = sorted(i for i in writer.episode_ids if i >= cfg.episodes)
+        if extra:
+            raise ConfigMismatchError(cfg.out, {"episodes": (max(writer.episode_ids) + 1, cfg.episodes)})
+        save_config(cfg)
+        todo = [i for i in range(cfg.episodes) if i not in writer.episode_ids]
+        bar = tqdm(total=cfg.episodes, initial=cfg.episodes - len(todo), unit="episode",
+                   disable=not (sys.stderr.isatty() if progress is None else progress))
+        steps = 0
+        with bar:
+            for episode_id, packed in _episodes(cfg, meta, env, todo):
+                writer.write(episode_id, packed)
+                steps += packed["attrs"]["total_steps"]
+                bar.update(1)
+                bar.set_postfix(steps_per_s=f"{steps / (time.perf_counter() - start):.0f}")
+        total = len(writer.episode_ids)
+    return CollectResult(len(todo), total, steps, time.perf_counter() - start)
+
+
+def _episodes(cfg: CollectConfig, meta: RolloutMeta, env, todo: list[int]):
+    """(episode id, packed episode) for every id in `todo`, in completion order."""
+    if cfg.workers == 0 or not todo:
+        policy = make_collect_policy(cfg, env)
+        for i in todo:
+            yield i, play(cfg, env, policy, meta, i)
+        return
+    ctx = mp.get_context("spawn")
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for i in todo:
+        tasks.put(i)
+    workers = [ctx.Process(target=_worker, args=(cfg, meta, tasks, results, os.getpid()), daemon=True)
+               for _ in range(min(cfg.workers, len(todo)))]
+    for w in workers:
+        tasks.put(None)
+        w.start()
+    finished = False
+    try:
+        for _ in todo:
+            kind, episode_id, payload = _next_result(results, workers)
+            if kind == "error":
+                raise CollectionError(f"worker failed on episode {episode_id}:\n{payload}")
+            yield episode_id, payload
+        finished = True
+    finally:
+        for w in workers:
+            w.join(timeout=5.0 if finished else 0.0)
+            if w.is_alive():
+                w.terminate()
+                w.join()
+
+
+def _next_result(results, workers) -> tuple:
+    """The next message of a worker; CollectionError if none can come any more."""
+    all_exited_before = False
+    while True:
+        try:
+            return results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if dead or all_exited_before:  # exited cleanly and the queue stayed empty a while
+                raise CollectionError(f"workers exited (exit codes {[w.exitcode for w in workers]}) "
+                                      f"before the collection finished") from None
+            all_exited_before = all(w.exitcode is not None for w in workers)
