@@ -1,4 +1,5 @@
-"""Builds rlflow: CMake compiles the C++ core and the Cython extension taso_env._core;
+"""Builds rlflow: CMake compiles the C++ core and the Cython extension taso_env._core
+(and taso_env._cuda, the CUDA backend, where CUDA, cuDNN and cuBLAS are found);
 setuptools installs the Python packages taso_env, worldmodel and controller."""
 
 import os
@@ -36,6 +37,11 @@ class CMakeBuild(build_ext):
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
         subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "_core", "-j", jobs], check=True)
+        # The CUDA backend (taso_env._cuda) exists only where CMake found CUDA + cuDNN +
+        # cuBLAS (RLFLOW_CUDA=AUTO|ON|OFF via RLFLOW_CMAKE_ARGS); it lands next to _core.
+        cache = (build_dir / "CMakeCache.txt").read_text(errors="replace")
+        if "RLFLOW_CUDA_ENABLED:INTERNAL=ON" in cache:
+            subprocess.run(["cmake", "--build", str(build_dir), "--target", "_cuda", "-j", jobs], check=True)
 
 
 setup(

@@ -33,6 +33,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the results as JSON here")
     parser.add_argument("--no-check", action="store_true", help="skip the onnxruntime check")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--measure", choices=["cuda"], help="also measure both graphs end to end on the GPU")
+    parser.add_argument("--math", default="fp32", choices=["fp32", "tf32"], help="math mode of --measure")
     args = parser.parse_args(argv)
 
     te.set_cost_model(args.cost_model)
@@ -48,10 +50,24 @@ def main(argv=None) -> int:
     rows = [{"rule": name, "fired": n} for name, n in result.rule_fires.most_common()]
     print("\n" + (markdown_table(rows, ["rule", "fired"]) if rows else "no rule fired"))
 
+    measured = {}
+    if args.measure == "cuda":
+        from taso_env import cuda_backend
+
+        opaque = "host" if any(o.type == "Opaque" for o in graph.ops) else "error"
+        for label, g in (("original", graph), ("optimised", result.graph)):
+            measured[label] = cuda_backend.measure(g, math=args.math, opaque=opaque).median_ms
+        print(f"measured on {cuda_backend.device_name()} ({args.math}, CUDA-graph replay, median): "
+              f"{measured['original']:.4f} ms -> {measured['optimised']:.4f} ms "
+              f"(speedup {measured['original'] / measured['optimised']:.3f}x)")
+
     ok = True
     summary = {"graph": graph.name, "method": args.method, "initial_cost_ms": result.initial_cost,
                "final_cost_ms": result.final_cost, "speedup": result.speedup, "seconds": result.seconds,
                "expansions": result.expansions, "rule_fires": dict(result.rule_fires)}
+    if measured:
+        summary.update(measured_original_ms=measured["original"], measured_optimised_ms=measured["optimised"],
+                       measured_math=args.math)
     if not args.no_check:
         source = onnx.load(args.model) if is_file else graph.export_onnx()
         report = check_equivalent(source, result.graph, random_feeds(graph, args.seed))

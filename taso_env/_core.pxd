@@ -2,6 +2,8 @@
 from libc.stdint cimport int64_t, uint64_t
 from libcpp cimport bool
 from libcpp.map cimport map
+from libcpp.memory cimport unique_ptr
+from libcpp.set cimport set as cpp_set
 from libcpp.string cimport string
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
@@ -56,6 +58,7 @@ cdef extern from "taso/op.h" namespace "taso":
     OpSchema op_schema(OpType type) except +raise_core_error
     OpType op_type_from_name(const string& name) except +raise_core_error
     vector[string] op_type_names()
+    bool is_source_op(OpType type)
 
     cdef cppclass Op:
         OpType type
@@ -86,6 +89,7 @@ cdef extern from "taso/graph.h" namespace "taso":
         int num_ops()
         int num_compute_ops()
         Op op(int id) except +raise_core_error
+        TensorType tensor_type(const TensorRef& t) except +raise_core_error
         vector[TensorRef] outputs()
         vector[string] output_names()
         uint64_t hash()
@@ -98,6 +102,7 @@ cdef extern from "taso/graph.h" namespace "taso":
 
 cdef extern from "taso/cost_model.h" namespace "taso":
     cdef cppclass CostModel:
+        double compute_cost_ms(const Op& op, const vector[TensorType]& input_types) except +raise_core_error
         vector[double] op_costs_ms(const Graph& graph) except +raise_core_error
         double graph_cost_ms(const Graph& graph) except +raise_core_error
 
@@ -119,6 +124,30 @@ cdef extern from "taso/cost_model.h" namespace "taso":
     cdef cppclass AnalyticCostModel(CostModel):
         AnalyticCostModel(DeviceProfile profile)
         DeviceProfile profile()
+
+
+cdef extern from "taso/table_cost_model.h" namespace "taso":
+    string op_signature(const Op& op, const vector[TensorType]& input_types) except +raise_core_error
+
+    cdef cppclass CostEntry:
+        double ms
+        double analytic_ms
+
+    cdef cppclass TableCostModel(CostModel):
+        TableCostModel(DeviceProfile profile)
+        void set(const string& signature, double ms, double analytic_ms) except +raise_core_error
+        bool contains(const string& signature)
+        double get(const string& signature) except +raise_core_error
+        vector[pair[string, CostEntry]] entries()
+        size_t size()
+        void clear_measurer()
+        bool has_measurer()
+        int64_t hits()
+        int64_t misses()
+        int64_t measured()
+        const cpp_set[string]& missed_signatures()
+        void reset_counters()
+        double scale_for(const string& op_type)
 
 
 cdef extern from "taso/rule.h" namespace "taso":
@@ -175,3 +204,21 @@ cdef extern from "taso/search.h" namespace "taso":
                                      double alpha, int budget) except +raise_core_error
     SearchResult exhaustive_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
                                    int max_ops, int max_states) except +raise_core_error
+
+
+# Owning wrappers shared with other extension modules (taso_env._cuda cimports them).
+cdef class CoreGraph:
+    cdef unique_ptr[Graph] g
+
+
+cdef class CoreCostModel:
+    cdef CostModel* ptr
+    cdef CostModel* cptr(self) except NULL
+
+
+cdef class AnalyticModel(CoreCostModel):
+    cdef unique_ptr[AnalyticCostModel] model
+
+
+cdef class TableModel(CoreCostModel):
+    cdef unique_ptr[TableCostModel] model

@@ -103,8 +103,6 @@ def sort_topologically(deps, names):
 cdef class CoreGraph:
     """Owns one C++ taso::Graph."""
 
-    cdef unique_ptr[Graph] g
-
     def __cinit__(self):
         self.g = make_unique[Graph]()
 
@@ -159,6 +157,14 @@ cdef class CoreGraph:
         cdef vector[string] names = deref(self.g).output_names()
         return [n.decode() for n in names]
 
+    def sizes(self):
+        """(number of ops, number of edges = op inputs)."""
+        cdef Graph* g = self.g.get()
+        cdef int i, edges = 0
+        for i in range(g.num_ops()):
+            edges += <int>g.op(i).inputs.size()
+        return g.num_ops(), edges
+
     def structure(self):
         """Flat structure for feature extraction, as plain lists: op type codes,
         constant flags, output flags (per op); senders, receivers, the last 4 dims of
@@ -206,13 +212,30 @@ cdef class CoreGraph:
         return (w.flops, w.bytes_read, w.bytes_written)
 
 
-cdef class AnalyticModel:
-    """The roofline cost model on a named device profile."""
+cdef class CoreCostModel:
+    """Base of the C++ cost-model wrappers: what search and candidates() accept."""
 
-    cdef unique_ptr[AnalyticCostModel] model
+    def __cinit__(self, *args, **kwargs):
+        self.ptr = NULL
+
+    cdef CostModel* cptr(self) except NULL:
+        if self.ptr == NULL:
+            raise ValueError("cost model wrapper holds no C++ model")
+        return self.ptr
+
+    def op_costs(self, CoreGraph graph):
+        return list(deref(self.cptr()).op_costs_ms(deref(graph.g)))
+
+    def graph_cost(self, CoreGraph graph):
+        return deref(self.cptr()).graph_cost_ms(deref(graph.g))
+
+
+cdef class AnalyticModel(CoreCostModel):
+    """The roofline cost model on a named device profile."""
 
     def __cinit__(self, profile="h100"):
         self.model = make_unique[AnalyticCostModel](device_profile(_s(profile)))
+        self.ptr = self.model.get()
 
     @property
     def profile(self):
@@ -229,11 +252,76 @@ cdef class AnalyticModel:
             "memory_efficiency": p.memory_efficiency,
         }
 
-    def op_costs(self, CoreGraph graph):
-        return list(deref(self.model).op_costs_ms(deref(graph.g)))
 
-    def graph_cost(self, CoreGraph graph):
-        return deref(self.model).graph_cost_ms(deref(graph.g))
+cdef class TableModel(CoreCostModel):
+    """Measured op costs by signature (taso/table_cost_model.h), analytic fallback."""
+
+    def __cinit__(self, profile="h100"):
+        self.model.reset(new TableCostModel(device_profile(_s(profile))))
+        self.ptr = self.model.get()
+
+    def set(self, signature, double ms, double analytic_ms=0.0):
+        deref(self.model).set(_s(signature), ms, analytic_ms)
+
+    def __contains__(self, signature):
+        return deref(self.model).contains(_s(signature))
+
+    def __len__(self):
+        return deref(self.model).size()
+
+    def get(self, signature):
+        return deref(self.model).get(_s(signature))
+
+    def entries(self):
+        """[(signature, ms, analytic_ms)] sorted by signature."""
+        return [(e.first.decode(), e.second.ms, e.second.analytic_ms) for e in deref(self.model).entries()]
+
+    @property
+    def hits(self):
+        return deref(self.model).hits()
+
+    @property
+    def misses(self):
+        return deref(self.model).misses()
+
+    @property
+    def measured(self):
+        return deref(self.model).measured()
+
+    def missed_signatures(self):
+        return sorted(s.decode() for s in deref(self.model).missed_signatures())
+
+    def reset_counters(self):
+        deref(self.model).reset_counters()
+
+    def scale_for(self, op_type):
+        return deref(self.model).scale_for(_s(op_type))
+
+    @property
+    def has_measurer(self):
+        return deref(self.model).has_measurer()
+
+    def clear_measurer(self):
+        deref(self.model).clear_measurer()
+
+
+def op_signatures(CoreGraph graph, CoreCostModel analytic=None):
+    """[(op id, op type, signature, analytic ms)] of every computing, non-constant op
+    (the ops a cost model charges); analytic ms is 0 without `analytic`."""
+    cdef vector[char] constant = constant_ops(deref(graph.g))
+    cdef vector[TensorType] types
+    cdef Op op
+    out = []
+    for i in range(deref(graph.g).num_ops()):
+        op = deref(graph.g).op(i)
+        if constant[i] or is_source_op(op.type):
+            continue
+        types.clear()
+        for r in op.inputs:
+            types.push_back(deref(graph.g).tensor_type(r))
+        ms = deref(analytic.cptr()).compute_cost_ms(op, types) if analytic is not None else 0.0
+        out.append((i, op_schema(op.type).name.decode(), op_signature(op, types).decode(), ms))
+    return out
 
 
 def list_device_profiles():
@@ -325,9 +413,9 @@ cdef class CoreRuleSet:
     def __len__(self):
         return deref(self.rules).size()
 
-    def candidates(self, CoreGraph graph, AnalyticModel model, int rule_id=-1):
+    def candidates(self, CoreGraph graph, CoreCostModel model, int rule_id=-1):
         """[(rule_id, location tuple, cost delta ms)] for every valid match."""
-        cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.model), rule_id)
+        cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.cptr()), rule_id)
         return [(c.rule_id, tuple(c.location), c.cost_delta) for c in cands]
 
     def apply(self, CoreGraph graph, int rule_id, location):
@@ -336,16 +424,16 @@ cdef class CoreRuleSet:
         out.g = make_unique[Graph](deref(self.rules).apply(deref(graph.g), rule_id, loc))
         return out
 
-    def search(self, str method, CoreGraph graph, AnalyticModel model, double alpha=1.05, int budget=1000,
+    def search(self, str method, CoreGraph graph, CoreCostModel model, double alpha=1.05, int budget=1000,
                int max_steps=10000, int max_ops=40, int max_states=20000):
         """Runs greedy / backtracking / exhaustive search; returns (CoreGraph, stats)."""
         cdef SearchResult r
         if method == "greedy":
-            r = greedy_search(deref(graph.g), deref(self.rules), deref(model.model), max_steps, 1e-9)
+            r = greedy_search(deref(graph.g), deref(self.rules), deref(model.cptr()), max_steps, 1e-9)
         elif method == "backtracking":
-            r = backtracking_search(deref(graph.g), deref(self.rules), deref(model.model), alpha, budget)
+            r = backtracking_search(deref(graph.g), deref(self.rules), deref(model.cptr()), alpha, budget)
         elif method == "exhaustive":
-            r = exhaustive_search(deref(graph.g), deref(self.rules), deref(model.model), max_ops, max_states)
+            r = exhaustive_search(deref(graph.g), deref(self.rules), deref(model.cptr()), max_ops, max_states)
         else:
             raise ValueError(f"unknown search method {method!r}; use greedy, backtracking or exhaustive")
         cdef CoreGraph out = CoreGraph.__new__(CoreGraph)

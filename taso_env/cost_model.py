@@ -3,7 +3,12 @@
 - `analytic[:profile]` — roofline per op from FLOPs and bytes moved against a device
   profile (peak FLOP/s, memory bandwidth, launch overhead). Deterministic; the default
   (H100, strict fp32). Implemented in C++ (`taso_env/csrc/src/cost_model.cc`).
-- `table:<path.h5>` and `cuda` — measured costs; provided by the CUDA backend.
+- `table:<path.h5>` — measured op costs replayed from an HDF5 cost table
+  (`taso_env.cost_table`), keyed by op signature; misses fall back to the analytic
+  model (scaled per op type to the table) and are counted (`misses`).
+- `cuda[:fp32|tf32][:<path.h5>]` — measures each op configuration on the GPU on first
+  use (CUDA backend, `taso_env.cuda_backend`), caches it in its table and writes the
+  table to `<path.h5>` on `save()`. Strict fp32 unless tf32 is named.
 
 `set_cost_model(spec)` chooses the model that `Graph.cost()` uses when none is passed.
 """
@@ -11,9 +16,11 @@
 from __future__ import annotations
 
 import abc
+import os
 from typing import TYPE_CHECKING
 
 from taso_env import _core
+from taso_env.errors import TasoEnvError
 
 if TYPE_CHECKING:
     from taso_env.graph import Graph
@@ -58,26 +65,140 @@ class AnalyticCostModel(CostModel):
         return self._model.graph_cost(graph._core)
 
 
+class TableCostModel(CostModel):
+    """Measured op costs from a cost table; analytic fallback for misses (C++ model).
+
+    Args:
+        table: a `CostTable` or the path of an HDF5 cost table.
+        device, math: which table of the file (optional where the file has one).
+        profile: analytic profile of the fallback (default: h100, or h100-tf32 for tf32).
+
+    Raises:
+        CostTableError: the file is missing, corrupt, or has no matching table.
+    """
+
+    def __init__(self, table, *, device: str | None = None, math: str | None = None,
+                 profile: str | None = None):
+        from taso_env import cost_table
+
+        if not isinstance(table, cost_table.CostTable):
+            path = str(table)
+            table = cost_table.load(path, device, math)
+            self.name = f"table:{path}"
+        else:
+            self.name = f"table:{table.device}/{table.math}"
+        self.device, self.math = table.device, table.math
+        profile = profile or ("h100-tf32" if table.math == "tf32" else "h100")
+        self._model = _core.TableModel(profile)
+        for sig, ms, analytic in table.items():
+            self._model.set(sig, ms, analytic)
+
+    def op_costs(self, graph: Graph) -> list[float]:
+        return self._model.op_costs(graph._core)
+
+    def graph_cost(self, graph: Graph) -> float:
+        return self._model.graph_cost(graph._core)
+
+    @property
+    def hits(self) -> int:
+        """Op lookups answered by the table."""
+        return self._model.hits
+
+    @property
+    def misses(self) -> int:
+        """Op lookups that fell back to the analytic estimate."""
+        return self._model.misses
+
+    def missed_signatures(self) -> list[str]:
+        """Distinct op signatures that missed (what a measuring run should add)."""
+        return self._model.missed_signatures()
+
+    def reset_counters(self) -> None:
+        self._model.reset_counters()
+
+    def __len__(self) -> int:
+        return len(self._model)
+
+    def to_table(self):
+        """The model's entries (measured ones included) as a `CostTable`."""
+        from taso_env import cost_table
+
+        t = cost_table.CostTable(self.device, self.math)
+        for sig, ms, analytic in self._model.entries():
+            t.set(sig, ms, analytic)
+        return t
+
+
+class CudaCostModel(TableCostModel):
+    """Measures each op configuration on this GPU on first use and keeps it in its
+    table; `save()` writes the table (merged into `path`'s existing entries).
+
+    Raises:
+        CudaUnavailableError: no CUDA backend or no GPU here.
+    """
+
+    def __init__(self, math: str = "fp32", path: str | None = None):
+        from taso_env import cost_table, cuda_backend
+
+        cuda_backend.require()
+        device = cuda_backend.device_name()
+        table = cost_table.CostTable(device, math)
+        if path and os.path.exists(path):
+            try:
+                table = cost_table.load(path, device, math)
+            except cost_table.MissingTableError:
+                pass
+        super().__init__(table)
+        self.path = path
+        self.name = f"cuda:{math}" + (f":{path}" if path else "")
+        cuda_backend.install_measurer(self._model, math)
+
+    @property
+    def measured(self) -> int:
+        """Op configurations measured on the GPU by this model."""
+        return self._model.measured
+
+    def save(self, path: str | None = None) -> str:
+        """Writes the table to `path` (default: the model's path); returns the path."""
+        from taso_env import cost_table
+
+        path = path or self.path
+        if not path:
+            raise CostModelError("CudaCostModel.save needs a path")
+        cost_table.save(self.to_table(), path)
+        return path
+
+
 def device_profiles() -> list[str]:
     """Names of the analytic model's built-in device profiles."""
     return _core.list_device_profiles()
 
 
 def make_cost_model(spec: str | CostModel) -> CostModel:
-    """Builds a cost model from a spec string: "analytic", "analytic:<profile>", ...
+    """Builds a cost model from a spec string: "analytic[:<profile>]",
+    "table:<path.h5>" or "cuda[:fp32|tf32][:<path.h5>]".
 
     Raises:
-        CostModelError: for an unknown spec, or a measured model that is not available.
+        CostModelError: for an unknown spec, or a `cuda` model where there is no GPU.
+        CostTableError: a `table` file that is missing, corrupt or has no matching table.
     """
     if isinstance(spec, CostModel):
         return spec
     kind, _, arg = str(spec).partition(":")
     if kind == "analytic":
         return AnalyticCostModel(arg or "h100")
-    if kind in ("table", "cuda"):
-        raise CostModelError(
-            f"cost model {spec!r} needs the measured-cost backend (CUDA backend issue), "
-            "which this build does not include; use 'analytic[:profile]'")
+    if kind == "table":
+        if not arg:
+            raise CostModelError("cost model 'table' needs a file: 'table:<path.h5>'")
+        return TableCostModel(arg)
+    if kind == "cuda":
+        math, _, path = arg.partition(":")
+        if math not in ("", "fp32", "tf32"):  # "cuda:<path>" without a math mode
+            math, path = "", arg
+        try:
+            return CudaCostModel(math or "fp32", path or None)
+        except TasoEnvError as err:
+            raise CostModelError(f"cost model {spec!r} is not available here: {err}") from err
     raise CostModelError(f"unknown cost model {spec!r}; use 'analytic[:profile]', "
                          "'table:<path.h5>' or 'cuda'")
 

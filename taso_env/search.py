@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from taso_env import _core
 from taso_env import rules as rules_module
 from taso_env.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
 from taso_env.graph import Graph
@@ -37,7 +38,7 @@ class Candidate:
 def _core_model(model: str | CostModel | None):
     m = make_cost_model(model) if model is not None else get_cost_model()
     core = getattr(m, "_model", None)
-    if core is None:
+    if not isinstance(core, _core.CoreCostModel):  # analytic, table and cuda models are C++
         raise CostModelError(f"cost model {m.name!r} has no C++ implementation for search")
     return core
 

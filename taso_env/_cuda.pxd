@@ -1,0 +1,86 @@
+# Declarations mirrored from the CUDA backend's headers (taso_env/csrc/cuda/).
+from libc.stdint cimport int64_t, uint64_t
+from libcpp cimport bool
+from libcpp.string cimport string
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
+
+from taso_env._core cimport Graph, Op, TableCostModel, TensorType
+
+# Translates the active C++ exception (CudaError, UnsupportedGraphError or a core error)
+# into a Python exception; the `except +` handler of every backend call.
+cdef int raise_cuda_error() except -1
+
+
+cdef extern from "common.h" namespace "taso::cuda":
+    pair[int, string] classify_cuda_exception()
+
+    cdef enum class MathMode(int):
+        kFP32
+        kTF32
+
+    cdef cppclass DeviceInfo:
+        string name
+        int cc_major
+        int cc_minor
+        size_t total_memory
+        int cuda_runtime
+        int cuda_driver
+        size_t cudnn_version
+        int cublas_version
+
+    DeviceInfo device_info() except +raise_cuda_error
+    int device_count()
+    pair[size_t, size_t] memory_info() except +raise_cuda_error
+
+
+cdef extern from "executor.h" namespace "taso::cuda":
+    cdef cppclass ExecutorOptions:
+        MathMode math
+        vector[int] host_fed_ops
+        uint64_t seed
+        int replicas
+
+    cdef cppclass Measurement:
+        double median_ms
+        double min_ms
+        double mean_ms
+        int repeats
+        int inner
+        bool cuda_graph
+        vector[double] samples_ms
+
+    cdef cppclass Executor:
+        Executor(const Graph& graph, ExecutorOptions options) except +raise_cuda_error
+        void set_source(const string& name, const void* data, size_t bytes) except +raise_cuda_error
+        void set_host_fed(int op_id, int index, const void* data, size_t bytes) except +raise_cuda_error
+        void run() except +raise_cuda_error
+        void read_output(int i, void* data, size_t bytes) except +raise_cuda_error
+        const TensorType& output_type(int i) except +raise_cuda_error
+        int num_outputs()
+        Measurement measure(int warmup, int repeats, int inner) except +raise_cuda_error
+        int num_steps()
+        size_t arena_bytes()
+
+
+cdef extern from "op_measure.h" namespace "taso::cuda":
+    cdef cppclass OpMeasureOptions:
+        int copies
+        int warmup
+        int repeats
+
+    cdef cppclass OpCost:
+        string signature
+        string op_type
+        double ms
+        double analytic_ms
+
+    double measure_op_ms(const Op& op, const vector[TensorType]& input_types, MathMode math,
+                         const OpMeasureOptions& options) except +raise_cuda_error
+    vector[OpCost] measure_graph_ops(const Graph& graph, MathMode math, vector[string]* skipped) except +raise_cuda_error
+    size_t op_cache_size()
+    void install_cuda_measurer(TableCostModel& model, MathMode math) except +raise_cuda_error
+
+
+cdef extern from "library_ops.h" namespace "taso::cuda":
+    size_t conv_algo_cache_size()

@@ -1,0 +1,159 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Cython face of the CUDA backend (taso_env/csrc/cuda). Internal: use
+taso_env.cuda_backend.
+
+Arrays cross the boundary as contiguous numpy arrays whose data pointer is handed to
+C++ (no numpy headers needed). C++ exceptions become the typed errors of
+taso_env.cuda_backend (CudaBackendError, UnsupportedGraphError) or taso_env.errors.
+"""
+
+from cython.operator cimport dereference as deref
+from libc.stdint cimport uintptr_t
+from libcpp.memory cimport unique_ptr
+from libcpp.string cimport string
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
+
+import numpy as np
+
+from taso_env._core cimport CoreGraph, TableModel
+
+
+cdef int raise_cuda_error() except -1:
+    cdef pair[int, string] err = classify_cuda_exception()
+    from taso_env import cuda_backend, errors
+    message = err.second.decode("utf-8", "replace")
+    if err.first == 100:
+        raise cuda_backend.CudaBackendError(message)
+    if err.first == 101:
+        raise cuda_backend.UnsupportedGraphError(message)
+    classes = {1: errors.ShapeError, 2: errors.OpAttributeError, 3: errors.GraphError, 4: errors.CycleError,
+               5: errors.UnknownOpError, 6: ValueError, 7: IndexError}
+    raise classes.get(err.first, errors.TasoEnvError)(message)
+
+
+cdef MathMode _math(str math) except *:
+    if math == "fp32":
+        return MathMode.kFP32
+    if math == "tf32":
+        return MathMode.kTF32
+    raise ValueError(f"unknown math mode {math!r}; use 'fp32' (strict) or 'tf32'")
+
+
+cdef string _s(obj) except *:
+    return obj if isinstance(obj, bytes) else str(obj).encode("utf-8")
+
+
+def num_devices():
+    """Number of CUDA devices (0 when there is no driver or GPU)."""
+    return device_count()
+
+
+def info():
+    """Device name, compute capability, memory and library versions."""
+    cdef DeviceInfo d = device_info()
+    return {"name": d.name.decode(), "compute_capability": f"{d.cc_major}.{d.cc_minor}",
+            "total_memory": d.total_memory, "cuda_runtime": d.cuda_runtime, "cuda_driver": d.cuda_driver,
+            "cudnn": d.cudnn_version, "cublas": d.cublas_version}
+
+
+def mem_info():
+    """(free, total) bytes of device memory."""
+    cdef pair[size_t, size_t] m = memory_info()
+    return m.first, m.second
+
+
+def cache_sizes():
+    """Sizes of the process-wide caches: chosen conv algorithms, measured op configs."""
+    return {"conv_algorithms": conv_algo_cache_size(), "op_costs": op_cache_size()}
+
+
+cdef class GpuExecutor:
+    """Owns one taso::cuda::Executor for a graph (freed in __dealloc__ or close())."""
+
+    cdef unique_ptr[Executor] ex
+    cdef object _dtypes
+
+    def __cinit__(self, CoreGraph graph, str math="fp32", host_fed_ops=(), unsigned long long seed=0):
+        cdef ExecutorOptions opts
+        opts.math = _math(math)
+        opts.seed = seed
+        opts.replicas = 1
+        for op_id in host_fed_ops:
+            opts.host_fed_ops.push_back(op_id)
+        self.ex.reset(new Executor(deref(graph.g), opts))
+
+    cdef Executor* _get(self) except NULL:
+        if not self.ex:
+            raise ValueError("this executor has been closed")
+        return self.ex.get()
+
+    def close(self):
+        """Frees every device buffer of this executor now."""
+        self.ex.reset()
+
+    def set_source(self, name, array):
+        a = np.ascontiguousarray(array)
+        self._get().set_source(_s(name), <const void*><uintptr_t>a.ctypes.data, a.nbytes)
+
+    def set_host_fed(self, int op_id, int index, array):
+        a = np.ascontiguousarray(array)
+        self._get().set_host_fed(op_id, index, <const void*><uintptr_t>a.ctypes.data, a.nbytes)
+
+    def run(self):
+        self._get().run()
+
+    def num_outputs(self):
+        return self._get().num_outputs()
+
+    def output(self, int i, np_dtype):
+        """Graph output i as a new numpy array of `np_dtype`."""
+        cdef TensorType t = self._get().output_type(i)
+        out = np.empty(tuple(t.shape), dtype=np_dtype)
+        self._get().read_output(i, <void*><uintptr_t>out.ctypes.data, out.nbytes)
+        return out
+
+    def measure(self, int warmup=10, int repeats=50, int inner=0):
+        cdef Measurement m = self._get().measure(warmup, repeats, inner)
+        return {"median_ms": m.median_ms, "min_ms": m.min_ms, "mean_ms": m.mean_ms, "repeats": m.repeats,
+                "inner": m.inner, "cuda_graph": m.cuda_graph, "samples_ms": list(m.samples_ms)}
+
+    @property
+    def num_steps(self):
+        return self._get().num_steps()
+
+    @property
+    def arena_bytes(self):
+        return self._get().arena_bytes()
+
+    def __dealloc__(self):
+        self.ex.reset()
+
+
+def measure_ops(CoreGraph graph, str math="fp32"):
+    """Measures every computing, non-constant op of the graph (each configuration once).
+
+    Returns (costs, skipped): costs = [(signature, op type, ms, analytic ms)], skipped =
+    signatures of ops the backend cannot run (opaque ops)."""
+    cdef vector[string] skipped
+    cdef vector[OpCost] costs = measure_graph_ops(deref(graph.g), _math(math), &skipped)
+    return ([(c.signature.decode(), c.op_type.decode(), c.ms, c.analytic_ms) for c in costs],
+            [s.decode() for s in skipped])
+
+
+def measure_op(CoreGraph graph, int op_id, str math="fp32", int copies=100, int warmup=2, int repeats=5):
+    """Milliseconds of op `op_id` of the graph run in isolation (cached per signature)."""
+    cdef OpMeasureOptions o
+    o.copies = copies
+    o.warmup = warmup
+    o.repeats = repeats
+    cdef Op op = deref(graph.g).op(op_id)
+    cdef vector[TensorType] types
+    for r in op.inputs:
+        types.push_back(deref(graph.g).tensor_type(r))
+    return measure_op_ms(op, types, _math(math), o)
+
+
+def install_measurer(TableModel model, str math="fp32"):
+    """Makes the table model measure its misses on this GPU and store them."""
+    install_cuda_measurer(deref(model.model), _math(math))

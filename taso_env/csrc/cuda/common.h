@@ -1,0 +1,105 @@
+// Shared pieces of the CUDA backend: typed errors, status checks, RAII device memory,
+// the process-wide handles (stream, cuDNN, cuBLAS) and the math mode.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace taso {
+namespace cuda {
+
+// A CUDA, cuDNN or cuBLAS call failed (the message names the call, the op and the status).
+class CudaError : public std::runtime_error {
+ public:
+  explicit CudaError(const std::string& m) : std::runtime_error(m) {}
+};
+
+// The graph holds an op this backend cannot execute (an opaque ONNX op, an
+// unsupported dtype); the message names the op.
+class UnsupportedGraphError : public std::runtime_error {
+ public:
+  explicit UnsupportedGraphError(const std::string& m) : std::runtime_error(m) {}
+};
+
+// Error kinds for the Python translator (_cuda.pyx): 100 CudaError,
+// 101 UnsupportedGraphError, otherwise the core's classification.
+std::pair<int, std::string> classify_cuda_exception();
+
+void check_cuda(cudaError_t status, const char* call, const char* file, int line);
+void check_cudnn(cudnnStatus_t status, const char* call, const char* file, int line);
+void check_cublas(cublasStatus_t status, const char* call, const char* file, int line);
+
+#define RLFLOW_CUDA(call) ::taso::cuda::check_cuda((call), #call, __FILE__, __LINE__)
+#define RLFLOW_CUDNN(call) ::taso::cuda::check_cudnn((call), #call, __FILE__, __LINE__)
+#define RLFLOW_CUBLAS(call) ::taso::cuda::check_cublas((call), #call, __FILE__, __LINE__)
+
+// Strict fp32 (no TF32 anywhere) or TF32 tensor cores for convolutions and GEMMs.
+enum class MathMode : int { kFP32 = 0, kTF32 = 1 };
+inline const char* math_mode_name(MathMode m) { return m == MathMode::kTF32 ? "tf32" : "fp32"; }
+
+// Owning device allocation (cudaMalloc / cudaFree); movable, not copyable.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Process-wide handles, created on first use and kept for the life of the process
+// (a fixed, one-time allocation). All work runs on one non-blocking stream.
+struct Context {
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;
+  size_t cublas_workspace_bytes = 0;
+  int device = 0;
+  std::string device_name;
+  int cc_major = 0, cc_minor = 0;
+};
+Context& context();
+
+// Sets the cuBLAS math mode of the shared handle for `mode`.
+void set_cublas_math(MathMode mode);
+
+// Device properties and library versions, for recording with measurements.
+struct DeviceInfo {
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  size_t total_memory = 0;
+  int cuda_runtime = 0;
+  int cuda_driver = 0;
+  size_t cudnn_version = 0;
+  int cublas_version = 0;
+};
+DeviceInfo device_info();
+// Number of CUDA devices; 0 (never an exception) when there is no driver or device.
+int device_count();
+// (free, total) bytes of device memory (cudaMemGetInfo).
+std::pair<size_t, size_t> memory_info();
+
+}  // namespace cuda
+}  // namespace taso

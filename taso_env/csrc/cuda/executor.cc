@@ -1,0 +1,250 @@
+// The graph executor: planning, constant folding, runs and CUDA-graph measurement.
+#include "executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels.h"
+#include "taso/cost_model.h"
+#include "taso/errors.h"
+
+namespace taso {
+namespace cuda {
+namespace {
+
+constexpr size_t kNone = SIZE_MAX;
+constexpr size_t kAlign = 256;
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ULL ^ seed;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+Executor::Executor(const Graph& graph, ExecutorOptions options)
+    : graph_(graph), options_(std::move(options)), res_(std::make_unique<StepResources>()) {
+  Context& ctx = context();
+  const int n_ops = graph_.num_ops();
+  std::vector<char> host_fed(n_ops, 0);
+  for (int id : options_.host_fed_ops) {
+    if (id < 0 || id >= n_ops) throw IndexError("host-fed op id " + std::to_string(id) + " out of range");
+    host_fed[id] = 1;
+  }
+  // Ops the graph outputs need; host-fed ops cut the dependency walk.
+  std::vector<char> needed(n_ops, 0);
+  std::vector<int> stack;
+  for (const TensorRef& r : graph_.outputs()) stack.push_back(r.op);
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (needed[id]) continue;
+    needed[id] = 1;
+    if (host_fed[id]) continue;
+    for (const TensorRef& r : graph_.op(id).inputs) stack.push_back(r.op);
+  }
+  // One arena for every needed tensor (sources included).
+  offsets_.assign(n_ops, {});
+  size_t total = 0;
+  for (int id = 0; id < n_ops; ++id) {
+    const Op& op = graph_.op(id);
+    offsets_[id].assign(op.outputs.size(), kNone);
+    if (!needed[id]) continue;
+    for (size_t k = 0; k < op.outputs.size(); ++k) {
+      offsets_[id][k] = total;
+      size_t bytes = static_cast<size_t>(op.outputs[k].num_bytes());
+      total += (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    }
+  }
+  arena_ = DeviceBuffer(std::max<size_t>(total, kAlign));
+  RLFLOW_CUDA(cudaMemsetAsync(arena_.get(), 0, arena_.bytes(), ctx.stream));
+
+  // Deterministic random data for every source; BatchNorm variances positive.
+  std::vector<char> positive(n_ops, 0);
+  for (int id = 0; id < n_ops; ++id) {
+    const Op& op = graph_.op(id);
+    if (op.type == OpType::kBatchNorm && op.inputs.size() > 4) positive[op.inputs[4].op] = 1;
+  }
+  std::vector<char> constant = constant_ops(graph_);
+  for (int id = 0; id < n_ops; ++id) {
+    const Op& op = graph_.op(id);
+    if (!needed[id]) continue;
+    if (is_source_op(op.type) || host_fed[id]) {
+      for (size_t k = 0; k < op.outputs.size(); ++k) {
+        const TensorType& t = op.outputs[k];
+        float scale = 1.f;
+        if (op.type == OpType::kWeight) {
+          int64_t fan_in = t.shape.size() >= 2 ? t.num_elements() / std::max<int64_t>(t.shape[0], 1) : 0;
+          scale = fan_in > 0 ? std::sqrt(3.f / static_cast<float>(fan_in)) : 0.05f;
+        }
+        launch_random_fill(t.dtype, tensor_ptr({id, static_cast<int>(k)}), t.num_elements(),
+                           name_seed(options_.seed, op.name) + k, scale, positive[id] != 0, ctx.stream);
+      }
+      continue;
+    }
+    std::vector<void*> in, out;
+    for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
+    for (size_t k = 0; k < op.outputs.size(); ++k) out.push_back(tensor_ptr({id, static_cast<int>(k)}));
+    Step step = compile_op(graph_, id, in, out, options_.math, *res_);
+    (constant[id] ? const_steps_ : steps_).push_back(std::move(step));
+  }
+  res_->workspace = DeviceBuffer(res_->workspace_bytes);
+  res_->scratch = DeviceBuffer(res_->scratch_bytes);
+  RLFLOW_CUDA(cudaEventCreate(&start_));
+  RLFLOW_CUDA(cudaEventCreate(&stop_));
+  RLFLOW_CUDA(cudaStreamSynchronize(ctx.stream));
+}
+
+Executor::~Executor() {
+  if (context().stream) cudaStreamSynchronize(context().stream);
+  release_graph();
+  if (start_) cudaEventDestroy(start_);
+  if (stop_) cudaEventDestroy(stop_);
+  steps_.clear();
+  const_steps_.clear();
+}
+
+void Executor::release_graph() {
+  if (cuda_graph_exec_) cudaGraphExecDestroy(cuda_graph_exec_);
+  if (cuda_graph_) cudaGraphDestroy(cuda_graph_);
+  cuda_graph_exec_ = nullptr;
+  cuda_graph_ = nullptr;
+}
+
+void* Executor::tensor_ptr(const TensorRef& t) const {
+  size_t off = offsets_.at(t.op).at(t.index);
+  if (off == kNone) throw GraphError("tensor of op '" + graph_.op(t.op).name + "' is not computed by this executor");
+  return static_cast<char*>(arena_.get()) + off;
+}
+
+void Executor::set_source(const std::string& name, const void* data, size_t bytes) {
+  for (int id = 0; id < graph_.num_ops(); ++id) {
+    const Op& op = graph_.op(id);
+    if (!is_source_op(op.type) || op.name != name) continue;
+    if (offsets_[id][0] == kNone) return;  // not needed by any output
+    size_t expect = static_cast<size_t>(op.outputs[0].num_bytes());
+    if (bytes != expect)
+      throw ValueError(op_type_name(op.type) + " '" + name + "': expected " + std::to_string(expect) +
+                       " bytes (" + type_str(op.outputs[0]) + "), got " + std::to_string(bytes));
+    RLFLOW_CUDA(cudaMemcpy(tensor_ptr({id, 0}), data, bytes, cudaMemcpyHostToDevice));
+    if (op.type == OpType::kWeight) constants_dirty_ = true;
+    return;
+  }
+  throw GraphError("the graph has no input or weight named '" + name + "'");
+}
+
+void Executor::set_host_fed(int op_id, int index, const void* data, size_t bytes) {
+  if (std::find(options_.host_fed_ops.begin(), options_.host_fed_ops.end(), op_id) == options_.host_fed_ops.end())
+    throw GraphError("op " + std::to_string(op_id) + " is not host-fed in this executor");
+  const Op& op = graph_.op(op_id);
+  if (index < 0 || index >= static_cast<int>(op.outputs.size()))
+    throw IndexError("op '" + op.name + "' has no output " + std::to_string(index));
+  if (offsets_[op_id][index] == kNone) return;
+  size_t expect = static_cast<size_t>(op.outputs[index].num_bytes());
+  if (bytes != expect)
+    throw ValueError("host-fed op '" + op.name + "' output " + std::to_string(index) + ": expected " +
+                     std::to_string(expect) + " bytes, got " + std::to_string(bytes));
+  RLFLOW_CUDA(cudaMemcpy(tensor_ptr({op_id, index}), data, bytes, cudaMemcpyHostToDevice));
+}
+
+void Executor::fold_constants() {
+  if (!constants_dirty_) return;
+  cudaStream_t s = context().stream;
+  for (const Step& step : const_steps_) step(s);
+  RLFLOW_CUDA(cudaStreamSynchronize(s));
+  constants_dirty_ = false;
+}
+
+void Executor::enqueue_steps(cudaStream_t s) const {
+  for (int r = 0; r < std::max(options_.replicas, 1); ++r)
+    for (const Step& step : steps_) step(s);
+}
+
+void Executor::run() {
+  fold_constants();
+  cudaStream_t s = context().stream;
+  for (const Step& step : steps_) step(s);
+  RLFLOW_CUDA(cudaStreamSynchronize(s));
+}
+
+const TensorType& Executor::output_type(int i) const {
+  if (i < 0 || i >= num_outputs()) throw IndexError("graph output " + std::to_string(i) + " out of range");
+  return graph_.tensor_type(graph_.outputs()[i]);
+}
+
+void Executor::read_output(int i, void* data, size_t bytes) const {
+  const TensorType& t = output_type(i);
+  if (bytes != static_cast<size_t>(t.num_bytes()))
+    throw ValueError("graph output " + std::to_string(i) + " has " + std::to_string(t.num_bytes()) +
+                     " bytes, buffer has " + std::to_string(bytes));
+  RLFLOW_CUDA(cudaMemcpy(data, tensor_ptr(graph_.outputs()[i]), bytes, cudaMemcpyDeviceToHost));
+}
+
+void Executor::capture() {
+  if (cuda_graph_exec_) return;
+  cudaStream_t s = context().stream;
+  RLFLOW_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue_steps(s);
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(s, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    cudaGetLastError();
+    throw;
+  }
+  RLFLOW_CUDA(cudaStreamEndCapture(s, &cuda_graph_));
+  RLFLOW_CUDA(cudaGraphInstantiate(&cuda_graph_exec_, cuda_graph_, 0));
+}
+
+Measurement Executor::measure(int warmup, int repeats, int inner) {
+  if (repeats < 1) throw ValueError("measure: repeats must be >= 1");
+  fold_constants();
+  cudaStream_t s = context().stream;
+  Measurement m;
+  bool graphed = true;
+  try {
+    capture();
+  } catch (const CudaError&) {
+    graphed = false;  // a library call refused capture: time plain launches instead
+  }
+  auto launch = [&]() {
+    if (graphed) RLFLOW_CUDA(cudaGraphLaunch(cuda_graph_exec_, s));
+    else enqueue_steps(s);
+  };
+  for (int i = 0; i < std::max(warmup, 1); ++i) launch();
+  RLFLOW_CUDA(cudaStreamSynchronize(s));
+  if (inner <= 0) {  // about 0.5 ms per sample
+    RLFLOW_CUDA(cudaEventRecord(start_, s));
+    launch();
+    RLFLOW_CUDA(cudaEventRecord(stop_, s));
+    RLFLOW_CUDA(cudaEventSynchronize(stop_));
+    float ms = 0;
+    RLFLOW_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
+    inner = ms > 0 ? std::clamp(static_cast<int>(std::ceil(0.5 / ms)), 1, 100) : 100;
+  }
+  for (int r = 0; r < repeats; ++r) {
+    RLFLOW_CUDA(cudaEventRecord(start_, s));
+    for (int i = 0; i < inner; ++i) launch();
+    RLFLOW_CUDA(cudaEventRecord(stop_, s));
+    RLFLOW_CUDA(cudaEventSynchronize(stop_));
+    float ms = 0;
+    RLFLOW_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
+    m.samples_ms.push_back(static_cast<double>(ms) / inner / std::max(options_.replicas, 1));
+  }
+  std::vector<double> sorted = m.samples_ms;
+  std::sort(sorted.begin(), sorted.end());
+  size_t k = sorted.size();
+  m.median_ms = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
+  m.min_ms = sorted.front();
+  m.mean_ms = std::accumulate(sorted.begin(), sorted.end(), 0.0) / k;
+  m.repeats = repeats;
+  m.inner = inner;
+  m.cuda_graph = graphed;
+  return m;
+}
+
+}  // namespace cuda
+}  // namespace taso

@@ -1,0 +1,111 @@
+// Executes a taso::Graph on the GPU and measures it end to end.
+//
+// Construction plans the whole graph once: one device arena holds every tensor the
+// graph needs, library descriptors and parameter arrays are built, cuDNN algorithms
+// chosen, and every Input / Weight gets deterministic random data (replace it with
+// set_source). Ops whose value is known before run time (weights, constants and ops
+// computed only from them) run once before the first run, as deployment folds them;
+// run() and measure() execute the rest. measure() captures one run into a CUDA graph
+// on first use and times replays of it (warm-up, median of repeats). Everything is
+// freed by the destructor: repeated measurements do not grow device memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "taso/graph.h"
+
+namespace taso {
+namespace cuda {
+
+struct ExecutorOptions {
+  MathMode math = MathMode::kFP32;
+  // Ops whose outputs the caller provides (set_host_fed) instead of the GPU computing
+  // them, e.g. opaque ONNX ops evaluated on the host. Their inputs are not computed
+  // unless something else needs them.
+  std::vector<int> host_fed_ops;
+  uint64_t seed = 0;
+  // Copies of the step sequence per captured graph (per-op measurement replays one op
+  // ~100 times back to back); measure() reports the time of one copy.
+  int replicas = 1;
+};
+
+struct Measurement {
+  double median_ms = 0, min_ms = 0, mean_ms = 0;
+  int repeats = 0;
+  int inner = 1;            // graph replays per timed sample
+  bool cuda_graph = false;  // replayed from a captured CUDA graph
+  std::vector<double> samples_ms;
+};
+
+// A compiled op: enqueues its kernels on a stream.
+using Step = std::function<void(cudaStream_t)>;
+
+// Shared by the executor's step compiler (op_steps.cc).
+struct StepResources {
+  size_t workspace_bytes = 0;  // the largest cuDNN workspace any step needs
+  size_t scratch_bytes = 0;    // the largest explicit-padding scratch
+  DeviceBuffer workspace, scratch;
+  std::vector<DeviceBuffer> params;  // device parameter arrays owned by steps
+};
+
+class Executor {
+ public:
+  Executor(const Graph& graph, ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Copies host data into an Input or Weight by name. Throws GraphError naming an
+  // unknown source, ValueError on a size mismatch.
+  void set_source(const std::string& name, const void* data, size_t bytes);
+  // Copies host data into output `index` of a host-fed op.
+  void set_host_fed(int op_id, int index, const void* data, size_t bytes);
+
+  // Runs the graph once and waits for it.
+  void run();
+  // Copies graph output `i` to the host.
+  void read_output(int i, void* data, size_t bytes) const;
+  const TensorType& output_type(int i) const;
+  int num_outputs() const { return static_cast<int>(graph_.outputs().size()); }
+
+  // Times the graph: `warmup` replays, then `repeats` samples of `inner` replays each
+  // (inner <= 0: chosen so a sample lasts about 0.5 ms, at most 100).
+  Measurement measure(int warmup = 10, int repeats = 50, int inner = 0);
+
+  // Number of steps run per execution (compute ops not folded or host-fed).
+  int num_steps() const { return static_cast<int>(steps_.size()); }
+  size_t arena_bytes() const { return arena_.bytes(); }
+  MathMode math() const { return options_.math; }
+
+ private:
+  void* tensor_ptr(const TensorRef& t) const;
+  void fold_constants();
+  void enqueue_steps(cudaStream_t s) const;
+  void capture();
+  void release_graph();
+
+  Graph graph_;
+  ExecutorOptions options_;
+  std::vector<std::vector<size_t>> offsets_;  // per op, per output: arena offset (SIZE_MAX: none)
+  DeviceBuffer arena_;
+  std::unique_ptr<StepResources> res_;
+  std::vector<Step> const_steps_;
+  std::vector<Step> steps_;
+  bool constants_dirty_ = true;
+  cudaGraph_t cuda_graph_ = nullptr;
+  cudaGraphExec_t cuda_graph_exec_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Compiles op `op_id` of `graph` into a step reading `inputs` and writing `outputs`
+// (device pointers into the arena). Throws UnsupportedGraphError naming the op.
+Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& inputs,
+                const std::vector<void*>& outputs, MathMode math, StepResources& res);
+
+}  // namespace cuda
+}  // namespace taso

@@ -1,0 +1,124 @@
+// Host-side launchers of the backend's own kernels (element-wise with broadcasting,
+// data movement, normalisation, reductions, pooling fallback, fills). Every launcher
+// enqueues on `stream` and never synchronises, so all of them can be captured into a
+// CUDA graph. Index helpers take at most kMaxRank dimensions.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace taso {
+namespace cuda {
+
+constexpr int kMaxRank = 8;
+
+// Output dims and, per operand, the element strides that map an output coordinate to
+// the operand (0 on broadcast dims). Built by make_broadcast().
+struct BroadcastIndex {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[3][kMaxRank] = {};
+  bool same[3] = {false, false, false};  // operand is laid out exactly like the output
+};
+// Throws UnsupportedGraphError when the output rank exceeds kMaxRank.
+BroadcastIndex make_broadcast(const std::vector<int64_t>& out,
+                              const std::vector<std::vector<int64_t>>& operands);
+
+enum class UnaryKind : int { kRelu, kSigmoid, kTanh, kErf, kGelu, kSqrt, kExp };
+enum class BinaryKind : int { kAdd, kSub, kMul, kDiv };
+
+// dtype codes are the ONNX codes of taso/types.h.
+bool unary_supported(UnaryKind k, int dtype);
+bool binary_supported(int dtype);
+void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cudaStream_t s);
+void launch_binary(BinaryKind k, int dtype, const void* a, const void* b, void* y, const BroadcastIndex& idx,
+                   int64_t n, cudaStream_t s);
+// out = cond ? x : y (cond bool bytes), any element size.
+void launch_where(const void* cond, const void* x, const void* y, void* out, int elem_size,
+                  const BroadcastIndex& idx, int64_t n, cudaStream_t s);
+// Broadcast copy of x (operand 0 of idx) into out.
+void launch_broadcast_copy(const void* x, void* out, int elem_size, const BroadcastIndex& idx, int64_t n,
+                           cudaStream_t s);
+bool cast_supported(int from, int to);
+void launch_cast(int from, int to, const void* x, void* y, int64_t n, cudaStream_t s);
+// Fills with `value` converted to dtype.
+void launch_fill(int dtype, double value, void* y, int64_t n, cudaStream_t s);
+// Deterministic pseudo-random data: floats uniform in [-scale, scale) (|.| + 1 when
+// `positive`), bools random, integers 0.
+void launch_random_fill(int dtype, void* y, int64_t n, uint64_t seed, float scale, bool positive,
+                        cudaStream_t s);
+
+// y[n, c, inner] = act(y + bias[c]) in place; bias may be null. act: 0 none, 1 relu,
+// 2 sigmoid, 3 tanh.
+void launch_bias_activation(float* y, const float* bias, int64_t total, int64_t channels, int64_t inner,
+                            int act, cudaStream_t s);
+// Inference batch norm over channel axis 1 of [N, C, inner].
+void launch_batchnorm(const float* x, const float* scale, const float* bias, const float* mean,
+                      const float* var, float* y, int64_t total, int64_t channels, int64_t inner, float eps,
+                      cudaStream_t s);
+
+// Permuted copy: out coordinate i reads x at sum(coord[d] * in_strides[d]).
+struct PermuteIndex {
+  int rank = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+};
+void launch_permute(const void* x, void* y, int elem_size, const PermuteIndex& idx, int64_t n, cudaStream_t s);
+
+// Concat / split viewed as rows of [outer, row_len]; piece i owns columns
+// [offsets[i], offsets[i+1]). `ptrs` and `offsets` are device arrays.
+void launch_concat(const void* const* ptrs, const int64_t* offsets, int pieces, void* out, int elem_size,
+                   int64_t outer, int64_t row_len, cudaStream_t s);
+void launch_split(const void* x, void* const* ptrs, const int64_t* offsets, int pieces, int elem_size,
+                  int64_t outer, int64_t row_len, cudaStream_t s);
+
+// Constant padding: out coordinate minus begins, outside the input -> value.
+struct PadIndex {
+  int rank = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_dims[kMaxRank] = {};
+  int64_t begins[kMaxRank] = {};
+};
+void launch_pad(const void* x, void* y, int elem_size, const PadIndex& idx, uint64_t value_bits, int64_t n,
+                cudaStream_t s);
+
+// np.take(data [outer, axis_dim, inner], indices (n_idx), axis); negative indices wrap,
+// out-of-range ones are clamped.
+void launch_gather(const void* data, const void* indices, bool indices64, void* out, int elem_size,
+                   int64_t outer, int64_t axis_dim, int64_t n_idx, int64_t inner, cudaStream_t s);
+
+// Softmax of x viewed as [outer, n, inner] along n.
+void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
+
+// Parameter broadcast over the normalised dims of LayerNorm.
+struct ParamIndex {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+  int mode = 0;  // 0 contiguous (index j), 1 scalar, 2 general
+};
+void launch_layernorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+                      int64_t n, const ParamIndex& scale_idx, const ParamIndex& bias_idx, float eps,
+                      cudaStream_t s);
+
+// Reduction: each output element sums x over the reduced dims.
+struct ReduceIndex {
+  int kept_rank = 0, red_rank = 0;
+  int64_t kept_dims[kMaxRank] = {}, kept_strides[kMaxRank] = {};
+  int64_t red_dims[kMaxRank] = {}, red_strides[kMaxRank] = {};
+};
+void launch_reduce(const float* x, float* y, const ReduceIndex& idx, int64_t n_out, int64_t n_red, bool mean,
+                   cudaStream_t s);
+
+// Own pooling (asymmetric pads, ceil_mode): ONNX semantics of docs/operators.md.
+struct PoolParams {
+  int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int kh = 0, kw = 0, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  bool max = true, count_include_pad = false;
+};
+void launch_pool(const float* x, float* y, const PoolParams& p, cudaStream_t s);
+
+}  // namespace cuda
+}  // namespace taso

@@ -1,0 +1,191 @@
+// Normalisation and reduction kernels: Softmax, LayerNorm, ReduceMean/ReduceSum (and
+// GlobalAvgPool through it), and the pooling fallback for cases cuDNN cannot express.
+#include <cfloat>
+
+#include "common.h"
+#include "kernels.h"
+#include "launch.cuh"
+
+namespace taso {
+namespace cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+// Block-wide reductions of one float (sum or max); every thread gets the result.
+__device__ float block_sum(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < (blockDim.x + 31) / 32; ++w) total += shared[w];
+  return total;
+}
+
+__device__ float block_max(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float m = -FLT_MAX;
+  for (int w = 0; w < (blockDim.x + 31) / 32; ++w) m = fmaxf(m, shared[w]);
+  return m;
+}
+
+// One block per row of n contiguous elements.
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t n) {
+  __shared__ float shared[32];
+  const float* xr = x + blockIdx.x * n;
+  float* yr = y + blockIdx.x * n;
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, xr[j]);
+  m = block_max(m, shared);
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(xr[j] - m);
+  s = block_sum(s, shared);
+  float inv = 1.f / s;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = expf(xr[j] - m) * inv;
+}
+
+// One thread per (outer, inner) column when the softmax axis is not the last.
+__global__ void softmax_cols_kernel(const float* x, float* y, int64_t outer, int64_t n, int64_t inner) {
+  int64_t cols = outer * inner;
+  for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < cols; c += (int64_t)gridDim.x * blockDim.x) {
+    int64_t o = c / inner, in = c % inner;
+    const float* xc = x + o * n * inner + in;
+    float* yc = y + o * n * inner + in;
+    float m = -FLT_MAX;
+    for (int64_t j = 0; j < n; ++j) m = fmaxf(m, xc[j * inner]);
+    float s = 0.f;
+    for (int64_t j = 0; j < n; ++j) s += expf(xc[j * inner] - m);
+    float inv = 1.f / s;
+    for (int64_t j = 0; j < n; ++j) yc[j * inner] = expf(xc[j * inner] - m) * inv;
+  }
+}
+
+__device__ inline int64_t param_offset(const ParamIndex& p, int64_t j) {
+  if (p.mode == 0) return j;
+  if (p.mode == 1) return 0;
+  int64_t off = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    off += (j % p.dims[d]) * p.strides[d];
+    j /= p.dims[d];
+  }
+  return off;
+}
+
+__global__ void layernorm_kernel(const float* x, const float* scale, const float* bias, float* y, int64_t n,
+                                 ParamIndex si, ParamIndex bi, float eps) {
+  __shared__ float shared[32];
+  const float* xr = x + blockIdx.x * n;
+  float* yr = y + blockIdx.x * n;
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
+  float mean = block_sum(s, shared) / static_cast<float>(n);
+  float v = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    float d = xr[j] - mean;
+    v += d * d;
+  }
+  float rstd = rsqrtf(block_sum(v, shared) / static_cast<float>(n) + eps);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    float out = (xr[j] - mean) * rstd * scale[param_offset(si, j)];
+    if (bias) out += bias[param_offset(bi, j)];
+    yr[j] = out;
+  }
+}
+
+// One block per output element; threads stride over the reduced elements.
+__global__ void reduce_kernel(const float* x, float* y, ReduceIndex idx, int64_t n_red, float factor) {
+  __shared__ float shared[32];
+  int64_t o = blockIdx.x, base = 0;
+  for (int d = idx.kept_rank - 1; d >= 0; --d) {
+    base += (o % idx.kept_dims[d]) * idx.kept_strides[d];
+    o /= idx.kept_dims[d];
+  }
+  float s = 0.f;
+  for (int64_t r = threadIdx.x; r < n_red; r += blockDim.x) {
+    int64_t rest = r, off = base;
+    for (int d = idx.red_rank - 1; d >= 0; --d) {
+      off += (rest % idx.red_dims[d]) * idx.red_strides[d];
+      rest /= idx.red_dims[d];
+    }
+    s += x[off];
+  }
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) y[blockIdx.x] = s * factor;
+}
+
+__global__ void pool_kernel(const float* x, float* y, PoolParams p) {
+  int64_t total = p.n * p.c * p.oh * p.ow;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, nc = i / (p.ow * p.oh);
+    const float* xp = x + nc * p.h * p.w;
+    int64_t y0 = oy * p.sh - p.pt, x0 = ox * p.sw - p.pl;
+    float acc = p.max ? -FLT_MAX : 0.f;
+    int64_t count = 0, padded = 0;
+    for (int ky = 0; ky < p.kh; ++ky) {
+      int64_t yy = y0 + ky;
+      for (int kx = 0; kx < p.kw; ++kx) {
+        int64_t xx = x0 + kx;
+        // Positions inside the explicitly padded input (ceil-mode overhang excluded).
+        bool in_padded = yy < p.h + p.pb && xx < p.w + p.pr;
+        if (yy < 0 || yy >= p.h || xx < 0 || xx >= p.w) {
+          padded += in_padded ? 1 : 0;
+          continue;
+        }
+        float v = xp[yy * p.w + xx];
+        acc = p.max ? fmaxf(acc, v) : acc + v;
+        ++count;
+      }
+    }
+    if (!p.max) {
+      int64_t div = p.count_include_pad ? count + padded : count;
+      acc = div > 0 ? acc / static_cast<float>(div) : 0.f;
+    }
+    y[i] = acc;
+  }
+}
+
+}  // namespace
+
+void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+  if (outer * n * inner == 0) return;
+  if (inner == 1) {
+    int threads = n >= kRowThreads ? kRowThreads : ((static_cast<int>(n) + 31) / 32) * 32;
+    softmax_rows_kernel<<<static_cast<unsigned>(outer), threads, 0, s>>>(x, y, n);
+  } else {
+    softmax_cols_kernel<<<grid_for(outer * inner), kThreads, 0, s>>>(x, y, outer, n, inner);
+  }
+  check_launch("softmax kernel");
+}
+
+void launch_layernorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t n,
+                      const ParamIndex& scale_idx, const ParamIndex& bias_idx, float eps, cudaStream_t s) {
+  if (rows * n == 0) return;
+  int threads = n >= kRowThreads ? kRowThreads : ((static_cast<int>(n) + 31) / 32) * 32;
+  layernorm_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(x, scale, bias, y, n, scale_idx, bias_idx, eps);
+  check_launch("layer norm kernel");
+}
+
+void launch_reduce(const float* x, float* y, const ReduceIndex& idx, int64_t n_out, int64_t n_red, bool mean,
+                   cudaStream_t s) {
+  if (n_out == 0) return;
+  int threads = n_red >= kRowThreads ? kRowThreads : std::max(32, static_cast<int>((n_red + 31) / 32) * 32);
+  float factor = mean && n_red > 0 ? 1.f / static_cast<float>(n_red) : 1.f;
+  reduce_kernel<<<static_cast<unsigned>(n_out), threads, 0, s>>>(x, y, idx, n_red, factor);
+  check_launch("reduce kernel");
+}
+
+void launch_pool(const float* x, float* y, const PoolParams& p, cudaStream_t s) {
+  int64_t total = p.n * p.c * p.oh * p.ow;
+  if (total == 0) return;
+  pool_kernel<<<grid_for(total), kThreads, 0, s>>>(x, y, p);
+  check_launch("pool kernel");
+}
+
+}  // namespace cuda
+}  // namespace taso

@@ -1,0 +1,360 @@
+// cuDNN and cuBLAS ops (see library_ops.h).
+#include "library_ops.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+namespace taso {
+namespace cuda {
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "x" : "") + std::to_string(v[i]);
+  return out;
+}
+
+std::map<std::string, ConvAlgo>& conv_cache() {
+  static std::map<std::string, ConvAlgo> cache;
+  return cache;
+}
+std::mutex& conv_cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void set_nchw(cudnnTensorDescriptor_t d, const std::vector<int64_t>& s) {
+  RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(s[0]),
+                                          static_cast<int>(s[1]), static_cast<int>(s[2]), static_cast<int>(s[3])));
+}
+
+int64_t prod(const std::vector<int64_t>& v, size_t from = 0, size_t to = std::string::npos) {
+  to = std::min(to, v.size());
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= v[i];
+  return p;
+}
+
+}  // namespace
+
+size_t conv_algo_cache_size() {
+  std::lock_guard<std::mutex> lock(conv_cache_mutex());
+  return conv_cache().size();
+}
+
+ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
+  Context& ctx = context();
+  const auto& p = cfg.pads;
+  explicit_pad_ = p[0] != p[2] || p[1] != p[3];
+  std::vector<int64_t> xin = cfg.x;
+  int pad_h = static_cast<int>(p[0]), pad_w = static_cast<int>(p[1]);
+  if (explicit_pad_) {  // cuDNN pads symmetrically only: pad into a scratch buffer first
+    xin = {cfg.x[0], cfg.x[1], cfg.x[2] + p[0] + p[2], cfg.x[3] + p[1] + p[3]};
+    pad_idx_.rank = 4;
+    for (int d = 0; d < 4; ++d) {
+      pad_idx_.out_dims[d] = xin[d];
+      pad_idx_.in_dims[d] = cfg.x[d];
+    }
+    pad_idx_.begins[2] = p[0];
+    pad_idx_.begins[3] = p[1];
+    scratch_bytes_ = static_cast<size_t>(prod(xin)) * sizeof(float);
+    pad_h = pad_w = 0;
+  }
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&x_desc_));
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&y_desc_));
+  RLFLOW_CUDNN(cudnnCreateFilterDescriptor(&w_desc_));
+  RLFLOW_CUDNN(cudnnCreateConvolutionDescriptor(&conv_desc_));
+  set_nchw(x_desc_, xin);
+  set_nchw(y_desc_, cfg.y);
+  RLFLOW_CUDNN(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(cfg.w[0]),
+                                          static_cast<int>(cfg.w[1]), static_cast<int>(cfg.w[2]),
+                                          static_cast<int>(cfg.w[3])));
+  RLFLOW_CUDNN(cudnnSetConvolution2dDescriptor(conv_desc_, pad_h, pad_w, static_cast<int>(cfg.strides[0]),
+                                               static_cast<int>(cfg.strides[1]), static_cast<int>(cfg.dilations[0]),
+                                               static_cast<int>(cfg.dilations[1]), CUDNN_CROSS_CORRELATION,
+                                               CUDNN_DATA_FLOAT));
+  RLFLOW_CUDNN(cudnnSetConvolutionGroupCount(conv_desc_, static_cast<int>(cfg.group)));
+  bool strict = cfg.math == MathMode::kFP32;
+  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  int on, oc, oh, ow;
+  RLFLOW_CUDNN(cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &on, &oc, &oh, &ow));
+  if (on != cfg.y[0] || oc != cfg.y[1] || oh != cfg.y[2] || ow != cfg.y[3])
+    throw CudaError("cuDNN computes a convolution output of " + std::to_string(on) + "x" + std::to_string(oc) + "x" +
+                    std::to_string(oh) + "x" + std::to_string(ow) + ", the graph says " + dims_str(cfg.y));
+
+  std::string key = "x" + dims_str(xin) + "|w" + dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," +
+                    std::to_string(pad_w) + "|s" + dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" +
+                    std::to_string(cfg.group) + "|f32|" + math_mode_name(cfg.math);
+  {
+    std::lock_guard<std::mutex> lock(conv_cache_mutex());
+    auto it = conv_cache().find(key);
+    if (it != conv_cache().end()) {
+      algo_ = it->second;
+    } else {
+      const size_t limit = size_t(1) << 30;
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int returned = 0;
+      // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
+      const char* find_env = std::getenv("RLFLOW_CUDNN_FIND");
+      if (find_env && std::string(find_env) == "0")
+        RLFLOW_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+      else
+        RLFLOW_CUDNN(cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+      // Strict fp32: an algorithm timed with FMA math first; else one of the others run
+      // with FMA math forced (never TF32), if cuDNN accepts it so.
+      bool found = false;
+      for (int pass = 0; pass < 2 && !found; ++pass)
+        for (int i = 0; i < returned && !found; ++i) {
+          if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit) continue;
+          if (strict && pass == 0 && perf[i].mathType != CUDNN_FMA_MATH) continue;
+          if (!strict && pass == 1) continue;
+          cudnnMathType_t math = strict ? CUDNN_FMA_MATH : perf[i].mathType;
+          size_t ws = 0;
+          if (cudnnSetConvolutionMathType(conv_desc_, math) != CUDNN_STATUS_SUCCESS ||
+              cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                      perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
+            continue;
+          algo_ = {perf[i].algo, math, ws, perf[i].time};
+          found = true;
+        }
+      if (!found) {  // the always-available implicit GEMM
+        algo_.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+        algo_.math = strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+      }
+      RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
+      RLFLOW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                           algo_.algo, &algo_.workspace));
+      conv_cache()[key] = algo_;
+    }
+  }
+  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
+  // cuDNN fuses bias + ReLU for any algorithm (identity only with IMPLICIT_PRECOMP_GEMM).
+  fused_ = cfg.bias && cfg.activation == 1;
+  if (fused_) {
+    RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&b_desc_));
+    RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(b_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                            static_cast<int>(cfg.y[1]), 1, 1));
+    RLFLOW_CUDNN(cudnnCreateActivationDescriptor(&act_desc_));
+    RLFLOW_CUDNN(cudnnSetActivationDescriptor(act_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+}
+
+ConvOp::~ConvOp() {
+  if (act_desc_) cudnnDestroyActivationDescriptor(act_desc_);
+  if (b_desc_) cudnnDestroyTensorDescriptor(b_desc_);
+  if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
+  if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
+  if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
+  if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
+}
+
+void ConvOp::run(const float* x, const float* w, const float* bias, float* y, void* workspace, void* scratch,
+                 cudaStream_t s) const {
+  Context& ctx = context();
+  RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
+  const float* xin = x;
+  if (explicit_pad_) {
+    int64_t n = prod(std::vector<int64_t>(pad_idx_.out_dims, pad_idx_.out_dims + 4));
+    launch_pad(x, scratch, sizeof(float), pad_idx_, 0, n, s);
+    xin = static_cast<const float*>(scratch);
+  }
+  float one = 1.f, zero = 0.f;
+  if (fused_) {
+    cudnnStatus_t st = cudnnConvolutionBiasActivationForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_,
+                                                             algo_.algo, workspace, algo_.workspace, &zero, y_desc_,
+                                                             y, b_desc_, bias, act_desc_, y_desc_, y);
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    if (st != CUDNN_STATUS_NOT_SUPPORTED) check_cudnn(st, "cudnnConvolutionBiasActivationForward", __FILE__, __LINE__);
+    fused_ = false;  // this algorithm has no fused form: convolution + our epilogue from now on
+  }
+  RLFLOW_CUDNN(cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, algo_.algo, workspace,
+                                       algo_.workspace, &zero, y_desc_, y));
+  launch_bias_activation(y, cfg_.bias ? bias : nullptr, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
+                         cfg_.activation, s);
+}
+
+PoolOp::PoolOp(const PoolConfig& cfg) {
+  params_.n = cfg.x[0];
+  params_.c = cfg.x[1];
+  params_.h = cfg.x[2];
+  params_.w = cfg.x[3];
+  params_.oh = cfg.y[2];
+  params_.ow = cfg.y[3];
+  params_.kh = static_cast<int>(cfg.kernel[0]);
+  params_.kw = static_cast<int>(cfg.kernel[1]);
+  params_.sh = static_cast<int>(cfg.strides[0]);
+  params_.sw = static_cast<int>(cfg.strides[1]);
+  params_.pt = static_cast<int>(cfg.pads[0]);
+  params_.pl = static_cast<int>(cfg.pads[1]);
+  params_.pb = static_cast<int>(cfg.pads[2]);
+  params_.pr = static_cast<int>(cfg.pads[3]);
+  params_.max = cfg.max;
+  params_.count_include_pad = cfg.count_include_pad;
+  bool symmetric = cfg.pads[0] == cfg.pads[2] && cfg.pads[1] == cfg.pads[3];
+  bool small_pad = cfg.pads[0] < cfg.kernel[0] && cfg.pads[1] < cfg.kernel[1];
+  if (!symmetric || !small_pad) return;
+  context();
+  RLFLOW_CUDNN(cudnnCreatePoolingDescriptor(&desc_));
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&x_desc_));
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&y_desc_));
+  cudnnPoolingMode_t mode = cfg.max ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                    : (cfg.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                             : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING);
+  RLFLOW_CUDNN(cudnnSetPooling2dDescriptor(desc_, mode, CUDNN_NOT_PROPAGATE_NAN, params_.kh, params_.kw, params_.pt,
+                                           params_.pl, params_.sh, params_.sw));
+  set_nchw(x_desc_, cfg.x);
+  int n, c, h, w;
+  RLFLOW_CUDNN(cudnnGetPooling2dForwardOutputDim(desc_, x_desc_, &n, &c, &h, &w));
+  if (h != cfg.y[2] || w != cfg.y[3]) return;  // ceil_mode: our kernel
+  set_nchw(y_desc_, cfg.y);
+  cudnn_ = true;
+}
+
+PoolOp::~PoolOp() {
+  if (desc_) cudnnDestroyPoolingDescriptor(desc_);
+  if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
+  if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
+}
+
+void PoolOp::run(const float* x, float* y, cudaStream_t s) const {
+  if (!cudnn_) {
+    launch_pool(x, y, params_, s);
+    return;
+  }
+  Context& ctx = context();
+  RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
+  float one = 1.f, zero = 0.f;
+  RLFLOW_CUDNN(cudnnPoolingForward(ctx.cudnn, desc_, &one, x_desc_, x, &zero, y_desc_, y));
+}
+
+BatchNormOp::BatchNormOp(const std::vector<int64_t>& x, double eps) : eps_(eps) {
+  total_ = prod(x);
+  channels_ = x.size() > 1 ? x[1] : 1;
+  inner_ = prod(x, 2);
+  if (x.size() < 2 || eps < CUDNN_BN_MIN_EPSILON || x[0] > INT32_MAX || channels_ > INT32_MAX || inner_ > INT32_MAX)
+    return;
+  context();
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&x_desc_));
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&p_desc_));
+  set_nchw(x_desc_, {x[0], channels_, inner_, 1});
+  RLFLOW_CUDNN(cudnnDeriveBNTensorDescriptor(p_desc_, x_desc_, CUDNN_BATCHNORM_SPATIAL));
+  cudnn_ = true;
+}
+
+BatchNormOp::~BatchNormOp() {
+  if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
+  if (p_desc_) cudnnDestroyTensorDescriptor(p_desc_);
+}
+
+void BatchNormOp::run(const float* x, const float* scale, const float* bias, const float* mean, const float* var,
+                      float* y, cudaStream_t s) const {
+  if (!cudnn_) {
+    launch_batchnorm(x, scale, bias, mean, var, y, total_, channels_, inner_, static_cast<float>(eps_), s);
+    return;
+  }
+  Context& ctx = context();
+  RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
+  float one = 1.f, zero = 0.f;
+  RLFLOW_CUDNN(cudnnBatchNormalizationForwardInference(ctx.cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_desc_, x,
+                                                       x_desc_, y, p_desc_, scale, bias, mean, var, eps_));
+}
+
+MatMulOp::MatMulOp(const std::vector<int64_t>& a_in, const std::vector<int64_t>& b_in,
+                   const std::vector<int64_t>& y, int activation, MathMode math, const float* a_ptr,
+                   const float* b_ptr, float* y_ptr)
+    : activation_(activation), math_(math), a_(a_ptr), b_(b_ptr), y_(y_ptr) {
+  std::vector<int64_t> a = a_in, b = b_in;
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  m_ = a[a.size() - 2];
+  k_ = a.back();
+  n_ = b.back();
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> ab(rank - 2, 1), bb(rank - 2, 1), batch(rank - 2, 1);
+  std::copy(a.begin(), a.end() - 2, ab.begin() + (rank - a.size()));
+  std::copy(b.begin(), b.end() - 2, bb.begin() + (rank - b.size()));
+  for (size_t i = 0; i < batch.size(); ++i) batch[i] = std::max(ab[i], bb[i]);
+  batch_ = prod(batch);
+  int64_t a_batch = prod(ab), b_batch = prod(bb);
+  if (b_batch == 1 && (a_batch == batch_)) {  // b shared: fold the batch into M
+    mode_ = kSingle;
+    m_ *= a_batch;
+    batch_ = 1;
+  } else if ((a_batch == 1 || ab == batch) && (b_batch == 1 || bb == batch)) {
+    mode_ = kStrided;
+    stride_a_ = a_batch == 1 ? 0 : m_ * k_;
+    stride_b_ = b_batch == 1 ? 0 : k_ * n_;
+  } else {  // general broadcast: one pointer triple per output batch
+    mode_ = kPointers;
+    std::vector<const float*> host(3 * batch_);
+    for (int64_t i = 0; i < batch_; ++i) {
+      int64_t rest = i, ia = 0, ib = 0, sa = 1, sb = 1;
+      for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+        int64_t c = rest % batch[d];
+        rest /= batch[d];
+        ia += (ab[d] == 1 ? 0 : c) * sa;
+        ib += (bb[d] == 1 ? 0 : c) * sb;
+        sa *= ab[d];
+        sb *= bb[d];
+      }
+      host[i] = a_ + ia * m_ * k_;
+      host[batch_ + i] = b_ + ib * k_ * n_;
+      host[2 * batch_ + i] = y_ + i * m_ * n_;
+    }
+    pointers_ = DeviceBuffer(host.size() * sizeof(float*));
+    RLFLOW_CUDA(cudaMemcpy(pointers_.get(), host.data(), host.size() * sizeof(float*), cudaMemcpyHostToDevice));
+  }
+  (void)y;
+}
+
+void MatMulOp::run(cudaStream_t s) const {
+  Context& ctx = context();
+  RLFLOW_CUBLAS(cublasSetStream(ctx.cublas, s));
+  set_cublas_math(math_);
+  float one = 1.f, zero = 0.f;
+  int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
+  // Row-major C = A B is column-major C^T = B^T A^T.
+  if (mode_ == kSingle) {
+    RLFLOW_CUBLAS(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b_, n, a_, k, &zero, y_, n));
+  } else if (mode_ == kStrided) {
+    RLFLOW_CUBLAS(cublasSgemmStridedBatched(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b_, n, stride_b_,
+                                            a_, k, stride_a_, &zero, y_, n, m_ * n_, static_cast<int>(batch_)));
+  } else {
+    const float* const* p = pointers_.as<const float* const>();
+    RLFLOW_CUBLAS(cublasSgemmBatched(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, p + batch_, n, p, k, &zero,
+                                     const_cast<float* const*>(p + 2 * batch_), n, static_cast<int>(batch_)));
+  }
+  launch_bias_activation(y_, nullptr, batch_ * m_ * n_, 1, 1, activation_, s);
+}
+
+GemmOp::GemmOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>* c,
+               bool trans_a, bool trans_b, float alpha, float beta, MathMode math)
+    : ta_(trans_a), tb_(trans_b), has_c_(c != nullptr), alpha_(alpha), beta_(beta), math_(math) {
+  m_ = ta_ ? a[1] : a[0];
+  k_ = ta_ ? a[0] : a[1];
+  n_ = tb_ ? b[0] : b[1];
+  if (c) c_idx_ = make_broadcast({m_, n_}, {*c});
+}
+
+void GemmOp::run(const float* a, const float* b, const float* c, float* y, cudaStream_t s) const {
+  Context& ctx = context();
+  RLFLOW_CUBLAS(cublasSetStream(ctx.cublas, s));
+  set_cublas_math(math_);
+  float beta = 0.f;
+  if (has_c_) {
+    launch_broadcast_copy(c, y, sizeof(float), c_idx_, m_ * n_, s);
+    beta = beta_;
+  }
+  int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
+  RLFLOW_CUBLAS(cublasSgemm(ctx.cublas, tb_ ? CUBLAS_OP_T : CUBLAS_OP_N, ta_ ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                            &alpha_, b, tb_ ? k : n, a, ta_ ? m : k, &beta, y, n));
+}
+
+}  // namespace cuda
+}  // namespace taso

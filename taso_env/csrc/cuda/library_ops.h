@@ -1,0 +1,144 @@
+// Library-backed ops: cuDNN convolution (algorithm choice cached per shapes, dtype and
+// math mode; bias + ReLU fused by cuDNN, other epilogues by our kernel), cuDNN pooling
+// and batch norm (inference), cuBLAS MatMul (batched, numpy broadcasting) and Gemm.
+// Each object owns its descriptors and device parameter arrays (RAII).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "kernels.h"
+
+namespace taso {
+namespace cuda {
+
+struct ConvConfig {
+  std::vector<int64_t> x, w, y;  // NCHW input, [K, C/g, kh, kw] kernel, NCHW output
+  std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};  // pads: top, left, bottom, right
+  int64_t group = 1;
+  bool bias = false;
+  int activation = 0;
+  MathMode math = MathMode::kFP32;
+};
+
+// The cached choice of a convolution algorithm.
+struct ConvAlgo {
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+  size_t workspace = 0;
+  float find_ms = 0;  // what cudnnFind reported (for information only)
+};
+
+class ConvOp {
+ public:
+  explicit ConvOp(const ConvConfig& cfg);
+  ~ConvOp();
+  ConvOp(const ConvOp&) = delete;
+  ConvOp& operator=(const ConvOp&) = delete;
+
+  size_t workspace_bytes() const { return algo_.workspace; }
+  // Bytes of the explicitly padded input (asymmetric pads only; 0 otherwise).
+  size_t scratch_bytes() const { return scratch_bytes_; }
+  const ConvAlgo& algo() const { return algo_; }
+  void run(const float* x, const float* w, const float* bias, float* y, void* workspace, void* scratch,
+           cudaStream_t s) const;
+
+ private:
+  ConvConfig cfg_;
+  ConvAlgo algo_;
+  bool explicit_pad_ = false;
+  size_t scratch_bytes_ = 0;
+  PadIndex pad_idx_;
+  mutable bool fused_ = false;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, b_desc_ = nullptr;
+  cudnnFilterDescriptor_t w_desc_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  cudnnActivationDescriptor_t act_desc_ = nullptr;
+};
+
+// Number of distinct convolution configurations whose algorithm has been chosen.
+size_t conv_algo_cache_size();
+
+struct PoolConfig {
+  std::vector<int64_t> x, y;
+  std::vector<int64_t> kernel, strides{1, 1}, pads{0, 0, 0, 0};
+  bool max = true, count_include_pad = false;
+};
+
+// cuDNN pooling where it expresses the op (symmetric pads, matching output size),
+// otherwise the backend's own kernel.
+class PoolOp {
+ public:
+  explicit PoolOp(const PoolConfig& cfg);
+  ~PoolOp();
+  PoolOp(const PoolOp&) = delete;
+  PoolOp& operator=(const PoolOp&) = delete;
+  bool uses_cudnn() const { return cudnn_; }
+  void run(const float* x, float* y, cudaStream_t s) const;
+
+ private:
+  bool cudnn_ = false;
+  PoolParams params_;
+  cudnnPoolingDescriptor_t desc_ = nullptr;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
+};
+
+// Inference batch norm of [N, C, ...] float32: cuDNN (spatial) for eps >= its minimum,
+// else the backend's kernel.
+class BatchNormOp {
+ public:
+  BatchNormOp(const std::vector<int64_t>& x, double eps);
+  ~BatchNormOp();
+  BatchNormOp(const BatchNormOp&) = delete;
+  BatchNormOp& operator=(const BatchNormOp&) = delete;
+  void run(const float* x, const float* scale, const float* bias, const float* mean, const float* var, float* y,
+           cudaStream_t s) const;
+
+ private:
+  bool cudnn_ = false;
+  int64_t total_ = 0, channels_ = 0, inner_ = 0;
+  double eps_;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, p_desc_ = nullptr;
+};
+
+// np.matmul of float32 a [..., M, K] and b [..., K, N] (rank-1 operands promoted as
+// numpy does; batch dims broadcast), then the fused activation. One GEMM when b has
+// no batch, strided-batched when each operand is fully batched or not at all, pointer
+// arrays otherwise. Pointers are bound at construction (buffers never move).
+class MatMulOp {
+ public:
+  MatMulOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& y,
+           int activation, MathMode math, const float* a_ptr, const float* b_ptr, float* y_ptr);
+  void run(cudaStream_t s) const;
+
+ private:
+  enum Mode { kSingle, kStrided, kPointers } mode_ = kSingle;
+  int64_t m_ = 0, n_ = 0, k_ = 0, batch_ = 1, stride_a_ = 0, stride_b_ = 0;
+  int activation_ = 0;
+  MathMode math_;
+  const float* a_;
+  const float* b_;
+  float* y_;
+  DeviceBuffer pointers_;  // [A..., B..., C...] for kPointers
+};
+
+// ONNX Gemm: alpha * op(a) @ op(b) + beta * c (c broadcast to [M, N]).
+class GemmOp {
+ public:
+  GemmOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>* c,
+         bool trans_a, bool trans_b, float alpha, float beta, MathMode math);
+  void run(const float* a, const float* b, const float* c, float* y, cudaStream_t s) const;
+
+ private:
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  bool ta_, tb_, has_c_;
+  float alpha_, beta_;
+  MathMode math_;
+  BroadcastIndex c_idx_;
+};
+
+}  // namespace cuda
+}  // namespace taso

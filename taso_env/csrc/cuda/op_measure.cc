@@ -1,0 +1,104 @@
+// Per-op measurement on the GPU (see op_measure.h).
+#include "op_measure.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "executor.h"
+#include "taso/cost_model.h"
+#include "taso/errors.h"
+
+namespace taso {
+namespace cuda {
+namespace {
+
+std::map<std::string, double>& cache() {
+  static std::map<std::string, double> c;
+  return c;
+}
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// A graph of Inputs feeding one copy of `op`, whose outputs are the graph outputs.
+Graph isolated_graph(const Op& op, const std::vector<TensorType>& input_types) {
+  Graph g;
+  Op copy = op;
+  copy.inputs.clear();
+  for (size_t i = 0; i < input_types.size(); ++i) {
+    OpSpec spec;
+    spec.type = "Input";
+    spec.name = "in" + std::to_string(i);
+    spec.declared_outputs = {input_types[i]};
+    copy.inputs.push_back({g.add_op(spec), 0});
+  }
+  int id = g.add_typed_op(copy);
+  for (size_t k = 0; k < op.outputs.size(); ++k) g.add_output({id, static_cast<int>(k)}, "out" + std::to_string(k));
+  return g;
+}
+
+}  // namespace
+
+double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, MathMode math,
+                     const OpMeasureOptions& options) {
+  if (op.type == OpType::kOpaque || is_source_op(op.type))
+    throw UnsupportedGraphError(op_type_name(op.type) + " op '" + op.name + "' cannot be measured on the GPU");
+  std::string key = op_signature(op, input_types) + "#" + math_mode_name(math);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    auto it = cache().find(key);
+    if (it != cache().end()) return it->second;
+  }
+  ExecutorOptions eo;
+  eo.math = math;
+  eo.replicas = options.copies;
+  double ms;
+  {
+    Executor ex(isolated_graph(op, input_types), eo);
+    ms = ex.measure(options.warmup, options.repeats, 1).median_ms;
+  }
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  cache()[key] = ms;
+  return ms;
+}
+
+std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::vector<std::string>* skipped) {
+  std::vector<char> constant = constant_ops(graph);
+  AnalyticCostModel analytic(device_profile(math == MathMode::kTF32 ? "h100-tf32" : "h100"));
+  std::vector<OpCost> out;
+  std::set<std::string> seen;
+  for (int id = 0; id < graph.num_ops(); ++id) {
+    const Op& op = graph.op(id);
+    if (is_source_op(op.type) || constant[id]) continue;
+    std::vector<TensorType> in;
+    for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
+    std::string sig = op_signature(op, in);
+    if (!seen.insert(sig).second) continue;
+    try {
+      out.push_back({sig, op_type_name(op.type), measure_op_ms(op, in, math), analytic.compute_cost_ms(op, in)});
+    } catch (const UnsupportedGraphError&) {
+      if (skipped) skipped->push_back(sig);
+    }
+  }
+  return out;
+}
+
+size_t op_cache_size() {
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  return cache().size();
+}
+
+void install_cuda_measurer(TableCostModel& model, MathMode math) {
+  model.set_measurer([math](const Op& op, const std::vector<TensorType>& in) -> double {
+    try {
+      return measure_op_ms(op, in, math);
+    } catch (const UnsupportedGraphError&) {
+      return -1.0;  // falls back to the analytic estimate and counts as a miss
+    }
+  });
+}
+
+}  // namespace cuda
+}  // namespace taso

@@ -1,0 +1,83 @@
+// The measured cost model: a table of op costs (ms) keyed by op signature, measured on
+// a GPU (taso_env/csrc/cuda) and stored in HDF5 (taso_env/cost_table.py). Ops missing
+// from the table fall back to the analytic roofline, scaled per op type by how the
+// measured entries compare with it, and are counted. A "measurer" callback, when set,
+// measures a missing op instead (the `cuda` cost model) and stores the result.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "taso/cost_model.h"
+
+namespace taso {
+
+// Canonical signature of an op configuration: op type, attributes (sorted by name; the
+// serialized ONNX node of opaque ops is left out), input and output types. Op names
+// and graph position do not enter it, so equal configurations share one table entry.
+// Example: "Relu||float32[1,64,56,56]|float32[1,64,56,56]".
+std::string op_signature(const Op& op, const std::vector<TensorType>& input_types);
+
+// One measured table entry.
+struct CostEntry {
+  double ms = 0;           // measured runtime
+  double analytic_ms = 0;  // the analytic estimate of the same op (0: unknown)
+};
+
+class TableCostModel : public CostModel {
+ public:
+  using Measurer = std::function<double(const Op&, const std::vector<TensorType>&)>;
+
+  explicit TableCostModel(DeviceProfile fallback_profile);
+
+  double compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const override;
+
+  // Adds or replaces an entry; the op type is the signature's prefix.
+  void set(const std::string& signature, double ms, double analytic_ms = 0);
+  bool contains(const std::string& signature) const;
+  // Throws IndexError naming the signature when it is absent.
+  double get(const std::string& signature) const;
+  std::vector<std::pair<std::string, CostEntry>> entries() const;
+  size_t size() const { return table_.size(); }
+
+  // Called on a miss instead of the fallback; its result is stored (not a miss). A
+  // negative result means "cannot measure this op": it falls back and counts as a miss.
+  void set_measurer(Measurer measurer) { measurer_ = std::move(measurer); }
+  void clear_measurer() { measurer_ = nullptr; }
+  bool has_measurer() const { return static_cast<bool>(measurer_); }
+
+  // Lookups answered by the table, lookups that fell back (misses), and the distinct
+  // signatures that missed (what a measuring run should fill in).
+  int64_t hits() const { return hits_; }
+  int64_t misses() const { return misses_; }
+  int64_t measured() const { return measured_; }
+  const std::set<std::string>& missed_signatures() const { return missed_; }
+  void reset_counters();
+
+  // Fallback of a missing op: analytic estimate times the op type's scale (median of
+  // measured / analytic over the op type's entries; over all entries when the type has
+  // none; 1 for an empty table).
+  double fallback_ms(const Op& op, const std::vector<TensorType>& input_types) const;
+  double scale_for(const std::string& op_type) const;
+  const AnalyticCostModel& analytic() const { return analytic_; }
+
+ private:
+  void refresh_scales() const;
+
+  AnalyticCostModel analytic_;
+  mutable std::unordered_map<std::string, CostEntry> table_;  // measurer results land here too
+  Measurer measurer_;
+  mutable std::map<std::string, double> scales_;  // op type -> scale ("" = all)
+  mutable bool scales_dirty_ = true;
+  mutable int64_t hits_ = 0;
+  mutable int64_t misses_ = 0;
+  mutable int64_t measured_ = 0;
+  mutable std::set<std::string> missed_;
+};
+
+}  // namespace taso

@@ -1,0 +1,255 @@
+"""The CUDA backend's Python face: run graphs on the GPU, measure them end to end, and
+measure op configurations for the `table` / `cuda` cost models.
+
+    from taso_env import cuda_backend as cb
+    if cb.available():
+        out = cb.run(graph, feeds)                     # {output name: array}
+        m = cb.measure(graph)                          # Measurement(median_ms=...)
+        rows, skipped = cb.measure_op_costs(graph)     # per-op GPU times
+
+Math mode is fixed per call and recorded with every measurement: "fp32" (strict, no
+TF32 anywhere: cuBLAS default math, cuDNN FMA math) or "tf32". The backend is built
+only where CUDA, cuDNN and cuBLAS are found (taso_env._cuda); elsewhere `available()`
+is False and every call raises CudaUnavailableError. Nothing here imports TensorFlow.
+
+Opaque ONNX ops cannot run on the GPU. With `opaque="error"` (default) a graph holding
+one needed op raises UnsupportedGraphError naming it. With `opaque="host"`, the opaque
+ops' outputs are computed on the host by the numpy reference executor and fed to the
+GPU, which runs everything else (BERT's attention-mask preprocessing, say); for
+measurement this is allowed only where the opaque ops depend on input preprocessing
+alone (no heavy op upstream), and their host time is not part of the measured runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from taso_env.errors import MissingFeedError, TasoEnvError, UnsupportedOpError
+
+if TYPE_CHECKING:
+    from taso_env.graph import Graph
+
+MATH_MODES = ("fp32", "tf32")
+#: Op types allowed upstream of a host-evaluated opaque op when measuring.
+_HOST_PREFIX_OPS = frozenset({"Input", "Weight", "Constant", "Opaque", "Cast", "Identity", "Reshape",
+                              "Flatten", "Gather", "Where", "Add", "Sub", "Mul", "Div", "Transpose"})
+
+
+class CudaBackendError(TasoEnvError):
+    """A CUDA, cuDNN or cuBLAS call failed (the message names the call and the op)."""
+
+
+class CudaUnavailableError(CudaBackendError):
+    """The CUDA backend is not built here, or there is no GPU."""
+
+
+class UnsupportedGraphError(CudaBackendError, UnsupportedOpError):
+    """The graph holds an op the GPU backend cannot run (names the op)."""
+
+
+@functools.cache
+def _module():
+    try:
+        from taso_env import _cuda
+    except ImportError as err:
+        return None, f"the CUDA backend is not built in this installation ({err})"
+    if _cuda.num_devices() == 0:
+        return None, "no CUDA device is visible"
+    return _cuda, None
+
+
+def available() -> bool:
+    """True where the backend is built and a GPU is visible."""
+    return _module()[0] is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why `available()` is False (None when it is True)."""
+    return _module()[1]
+
+
+def require():
+    """The compiled backend module; raises CudaUnavailableError saying why not."""
+    mod, reason = _module()
+    if mod is None:
+        raise CudaUnavailableError(reason)
+    return mod
+
+
+def _check_math(math: str) -> str:
+    if math not in MATH_MODES:
+        raise ValueError(f"unknown math mode {math!r}; use one of {MATH_MODES}")
+    return math
+
+
+@functools.cache
+def device_info() -> dict:
+    """Device name, compute capability, memory, CUDA / cuDNN / cuBLAS versions."""
+    return require().info()
+
+
+def device_name() -> str:
+    return device_info()["name"]
+
+
+def memory_info() -> tuple[int, int]:
+    """(free, total) bytes of GPU memory (cudaMemGetInfo)."""
+    return require().mem_info()
+
+
+@dataclass
+class Measurement:
+    """End-to-end runtime of a graph: median of `repeats` samples (ms)."""
+
+    median_ms: float
+    min_ms: float
+    mean_ms: float
+    repeats: int
+    inner: int
+    cuda_graph: bool
+    math: str
+    device: str
+    samples_ms: list[float] = field(default_factory=list, repr=False)
+
+
+def _opaque_ops(graph: Graph) -> list[int]:
+    needed, stack = set(), [r.op for r in graph.outputs]
+    while stack:
+        i = stack.pop()
+        if i not in needed:
+            needed.add(i)
+            stack.extend(r.op for r in graph.ops[i].inputs)
+    return sorted(i for i in needed if graph.ops[i].type == "Opaque")
+
+
+def _check_host_prefix(graph: Graph, opaque_ids: list[int]) -> None:
+    """Measurement with host opaque ops: only input preprocessing may feed them."""
+    stack, seen = list(opaque_ids), set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        op = graph.ops[i]
+        if op.type not in _HOST_PREFIX_OPS:
+            raise UnsupportedGraphError(
+                f"opaque op {graph.ops[opaque_ids[0]].name!r} depends on {op.type} op {op.name!r}; only input "
+                "preprocessing may feed a host-evaluated opaque op when measuring")
+        stack.extend(r.op for r in op.inputs)
+
+
+class Executor:
+    """A graph planned on the GPU: buffers allocated once, weights uploaded once.
+
+    Args:
+        graph: the graph to run.
+        math: "fp32" (strict) or "tf32".
+        weights: weight data by name, over `graph.weights`; weights with no data get
+            deterministic random data on the device.
+        opaque: "error" or "host" (see the module docstring).
+        seed: seed of the device-side random data.
+
+    Raises:
+        CudaUnavailableError, UnsupportedGraphError, CudaBackendError.
+    """
+
+    def __init__(self, graph: Graph, *, math: str = "fp32", weights: Mapping[str, np.ndarray] | None = None,
+                 opaque: str = "error", seed: int = 0):
+        if opaque not in ("error", "host"):
+            raise ValueError(f"opaque must be 'error' or 'host', got {opaque!r}")
+        mod = require()
+        self.graph = graph
+        self.math = _check_math(math)
+        self.opaque_ids = _opaque_ops(graph) if opaque == "host" else []
+        self._weights = {**graph.weights, **(weights or {})}
+        self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed)
+        for name, value in self._weights.items():
+            self._ex.set_source(name, np.asarray(value))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Runs once on `feeds` (every graph input by name); returns {output name: array}.
+
+        Raises:
+            MissingFeedError: a graph input has no feed.
+        """
+        for op in self.graph.inputs:
+            if op.name not in feeds:
+                info = op.outputs[0]
+                raise MissingFeedError(f"no value for Input {op.name!r} (expected shape {info.shape}, "
+                                       f"dtype {info.np_dtype})")
+            self._ex.set_source(op.name, np.asarray(feeds[op.name], dtype=op.outputs[0].np_dtype))
+        if self.opaque_ids:
+            from taso_env import reference
+
+            refs = [(i, k) for i in self.opaque_ids for k in range(len(self.graph.ops[i].outputs))]
+            from taso_env.graph import TensorRef
+
+            host = reference.run(self.graph, {**self._weights, **feeds}, outputs=[TensorRef(*r) for r in refs])
+            for (i, k), ref in zip(refs, host):
+                self._ex.set_host_fed(i, k, host[ref])
+        self._ex.run()
+        return {name: self._ex.output(i, self.graph.tensor(ref).np_dtype)
+                for i, (name, ref) in enumerate(zip(self.graph.output_names, self.graph.outputs))}
+
+    def measure(self, warmup: int = 10, repeats: int = 50, inner: int = 0) -> Measurement:
+        """Times the graph by CUDA-graph replay: warm-up, then the median of `repeats`
+        samples (each `inner` replays; 0 picks about 0.5 ms per sample)."""
+        if self.opaque_ids:
+            _check_host_prefix(self.graph, self.opaque_ids)
+        m = self._ex.measure(warmup, repeats, inner)
+        return Measurement(m["median_ms"], m["min_ms"], m["mean_ms"], m["repeats"], m["inner"], m["cuda_graph"],
+                           self.math, device_name(), m["samples_ms"])
+
+    @property
+    def num_steps(self) -> int:
+        """Ops run per execution (constant ops are folded once, before the first run)."""
+        return self._ex.num_steps
+
+    def close(self) -> None:
+        """Frees the device memory now (also done when the object is collected)."""
+        self._ex.close()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def run(graph: Graph, feeds: Mapping[str, np.ndarray], **kwargs) -> dict[str, np.ndarray]:
+    """Runs `graph` once on the GPU; keyword arguments as for `Executor`."""
+    with Executor(graph, **kwargs) as ex:
+        return ex.run(feeds)
+
+
+def measure(graph: Graph, *, warmup: int = 10, repeats: int = 50, **kwargs) -> Measurement:
+    """Measured end-to-end runtime of `graph` (all buffers allocated once, warm-up,
+    CUDA-graph replay, median of repeats); keyword arguments as for `Executor`."""
+    with Executor(graph, **kwargs) as ex:
+        return ex.measure(warmup, repeats)
+
+
+def measure_op_costs(graph: Graph, math: str = "fp32") -> tuple[list[tuple[str, str, float, float]], list[str]]:
+    """GPU time of every op configuration of `graph` in isolation (~100 back-to-back
+    copies in a CUDA graph, median; cached per signature for the process).
+
+    Returns:
+        (rows, skipped): rows are (signature, op type, ms, analytic ms); skipped lists
+        the signatures of ops the GPU cannot run (opaque ops).
+    """
+    return require().measure_ops(graph._core, _check_math(math))
+
+
+def measure_op(graph: Graph, op_id: int, math: str = "fp32") -> float:
+    """GPU time (ms) of op `op_id` of `graph` in isolation."""
+    return require().measure_op(graph._core, op_id, _check_math(math))
+
+
+def install_measurer(core_table_model, math: str = "fp32") -> None:
+    """Makes a C++ table model (taso_env._core.TableModel) measure its misses here."""
+    require().install_measurer(core_table_model, _check_math(math))

@@ -1,0 +1,194 @@
+"""The measured cost table (HDF5) and the `table` cost model, on any machine: round
+trips, typed errors for missing / corrupt / truncated files, hit and miss counting,
+the scaled analytic fallback, and search running on the C++ table model."""
+
+import math
+
+import h5py
+import numpy as np
+import pytest
+
+import taso_env as te
+from taso_env import _core, cost_table
+from taso_env.cost_model import CostModelError, TableCostModel, make_cost_model
+from taso_env.cost_table import CorruptCostTableError, CostTable, CostTableError, MissingTableError
+
+DEVICE = "NVIDIA H100 80GB HBM3"
+
+
+def _tiny() -> te.Graph:
+    b = te.GraphBuilder("tiny", seed=0)
+    x = b.input("x", [1, 8, 16, 16])
+    y = b.conv2d(x, 8, 3, padding=1, name="a")
+    z = b.conv2d(x, 8, 3, padding=1, name="b")
+    b.output(b.op("Relu", [b.add(y, z)]), "out")
+    return b.build()
+
+
+def _signatures(g):
+    return _core.op_signatures(g._core, _core.AnalyticModel("h100"))
+
+
+def _table_for(g, factor=2.0, every=1) -> CostTable:
+    t = CostTable(DEVICE, "fp32")
+    for _, _, sig, analytic in _signatures(g)[::every]:
+        t.set(sig, analytic * factor, analytic)
+    return t
+
+
+def test_signature_is_canonical_and_ignores_op_names():
+    a = _signatures(_tiny())
+    convs = [s for _, t, s, _ in a if t == "Conv2D"]
+    assert len(convs) == 2 and convs[0] == convs[1]  # same configuration, different names
+    assert convs[0].startswith("Conv2D|activation=0;dilations=1,1;group=1;pads=1,1,1,1;strides=1,1|")
+    assert convs[0].endswith("|float32[1,8,16,16]")
+    assert all(ms > 0 for *_, ms in a)
+
+
+def test_round_trip_keeps_every_entry(tmp_path):
+    t = _table_for(te.graphs.build("squeezenet", seed=None))
+    t.notes = "unit test"
+    path = tmp_path / "costs.h5"
+    cost_table.save(t, path)
+    back = cost_table.load(path)
+    assert (back.device, back.math, back.notes) == (DEVICE, "fp32", "unit test")
+    assert back.items() == t.items()
+    assert back.op_types()["Conv2D"] > 0
+
+
+def test_save_merges_tables_of_several_devices_and_math_modes(tmp_path):
+    path = tmp_path / "costs.h5"
+    g = _tiny()
+    cost_table.save(_table_for(g), path)
+    tf32 = CostTable(DEVICE, "tf32", {s: (1.0, 0.0) for _, _, s, _ in _signatures(g)})
+    cost_table.save(tf32, path)
+    assert sorted(t.math for t in cost_table.load_all(path)) == ["fp32", "tf32"]
+    assert cost_table.load(path, DEVICE, "tf32").items()[0][1] == 1.0
+    with pytest.raises(MissingTableError, match="several tables"):
+        cost_table.load(path)
+    with pytest.raises(MissingTableError, match="no table for device 'A100'"):
+        cost_table.load(path, "A100")
+    # Merging the same (device, math) keeps old entries and lets new ones win.
+    extra = CostTable(DEVICE, "fp32", {"Relu||float32[7]|float32[7]": (0.5, 0.1)})
+    first = cost_table.load(path, math_mode="fp32").items()[0]
+    extra.set(first[0], 9.0, first[2])
+    cost_table.save(extra, path)
+    merged = cost_table.load(path, math_mode="fp32")
+    assert merged.get(first[0]) == 9.0 and "Relu||float32[7]|float32[7]" in merged
+    assert len(merged) == len(_table_for(g)) + 1
+
+
+def test_merge_refuses_other_devices():
+    with pytest.raises(CostTableError, match="cannot merge"):
+        CostTable("a", "fp32").merge(CostTable("b", "fp32"))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, math.inf])
+def test_invalid_costs_are_refused(bad):
+    with pytest.raises(CostTableError, match="invalid cost"):
+        CostTable(DEVICE).set("Relu||float32[1]|float32[1]", bad)
+    with pytest.raises(CostTableError, match="malformed"):
+        CostTable(DEVICE).set("no separators", 1.0)
+
+
+def test_missing_file_is_a_typed_error(tmp_path):
+    with pytest.raises(CostTableError, match="does not exist"):
+        cost_table.load(tmp_path / "nope.h5")
+
+
+def test_garbage_file_is_corrupt(tmp_path):
+    path = tmp_path / "garbage.h5"
+    path.write_bytes(b"this is not HDF5" * 100)
+    with pytest.raises(CorruptCostTableError, match="garbage.h5"):
+        cost_table.load(path)
+
+
+def test_truncated_file_is_corrupt(tmp_path):
+    path = tmp_path / "costs.h5"
+    cost_table.save(_table_for(te.graphs.build("resnet18", seed=None)), path)
+    data = path.read_bytes()
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(data[: len(data) // 3])
+    with pytest.raises(CorruptCostTableError, match="cut.h5"):
+        cost_table.load(cut)
+
+
+def test_hdf5_without_the_layout_is_corrupt(tmp_path):
+    path = tmp_path / "other.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(CorruptCostTableError, match="not an rlflow cost table"):
+        cost_table.load(path)
+
+
+def test_mismatched_dataset_lengths_are_corrupt(tmp_path):
+    path = tmp_path / "costs.h5"
+    cost_table.save(_table_for(_tiny()), path)
+    with h5py.File(path, "a") as f:
+        group = f["tables"][next(iter(f["tables"]))]
+        del group["ms"]
+        group["ms"] = np.array([1.0])
+    with pytest.raises(CorruptCostTableError, match="different lengths"):
+        cost_table.load(path)
+
+
+def test_table_model_replays_entries_and_counts_hits():
+    g = te.graphs.build("resnet18", seed=None)
+    model = TableCostModel(_table_for(g, factor=3.0))
+    analytic = te.AnalyticCostModel("h100")
+    assert model.graph_cost(g) == pytest.approx(3.0 * analytic.graph_cost(g))
+    assert model.misses == 0 and model.hits == g.num_ops
+    assert np.allclose(g.op_costs(model), 3.0 * g.op_costs(analytic))
+
+
+def test_misses_fall_back_to_the_scaled_analytic_model_and_are_counted():
+    g = te.graphs.build("resnet18", seed=None)
+    rows = _signatures(g)
+    model = TableCostModel(_table_for(g, factor=2.0, every=2))  # half the configurations
+    cost = model.graph_cost(g)
+    assert model.misses > 0 and model.hits > 0
+    assert model.hits + model.misses == g.num_ops
+    assert set(model.missed_signatures()) <= {s for _, _, s, _ in rows}
+    # Every entry is 2x analytic, so misses are scaled by the same median ratio.
+    assert cost == pytest.approx(2.0 * te.AnalyticCostModel("h100").graph_cost(g))
+    model.reset_counters()
+    assert (model.hits, model.misses, model.missed_signatures()) == (0, 0, [])
+
+
+def test_an_empty_table_is_the_analytic_model():
+    g = _tiny()
+    model = TableCostModel(CostTable(DEVICE))
+    assert model.graph_cost(g) == pytest.approx(te.AnalyticCostModel("h100").graph_cost(g))
+    assert model.misses == g.num_ops
+
+
+def test_make_cost_model_reads_table_files(tmp_path):
+    g = _tiny()
+    path = tmp_path / "t.h5"
+    cost_table.save(_table_for(g), path)
+    model = make_cost_model(f"table:{path}")
+    assert model.name == f"table:{path}" and len(model) == len(_table_for(g))
+    assert g.cost(model) == pytest.approx(model.graph_cost(g))
+    with pytest.raises(CostModelError, match="needs a file"):
+        make_cost_model("table")
+    with pytest.raises(CostTableError):
+        make_cost_model(f"table:{tmp_path / 'missing.h5'}")
+
+
+def test_search_and_candidates_run_on_the_table_model():
+    g = _tiny()
+    model = TableCostModel(_table_for(g))
+    cands = g.candidates(model=model)
+    assert cands and all(np.isfinite(c.cost_delta) for c in cands)
+    result = te.search(g, "backtracking", budget=20, model=model)
+    assert result.final_cost <= result.initial_cost
+    assert result.initial_cost == pytest.approx(model.graph_cost(g))
+
+
+def test_cuda_model_without_a_gpu_is_a_clear_error():
+    from taso_env import cuda_backend
+
+    if cuda_backend.available():
+        pytest.skip("a GPU is available here")
+    with pytest.raises(CostModelError, match="not available"):
+        make_cost_model("cuda")

@@ -1,0 +1,187 @@
+"""The CUDA backend on a GPU: outputs of every builder graph, every shipped ONNX model,
+an all-ops graph and optimised graphs match the numpy reference executor (rtol 1e-3 of
+the output scale, strict fp32); measurement, per-op costs and the `cuda` cost model.
+
+Skipped cleanly where the backend is not built or there is no GPU.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import taso_env as te
+from taso_env import dtypes, reference
+
+_cuda = pytest.importorskip("taso_env._cuda", reason="the CUDA backend is not built here")
+from taso_env import cuda_backend as cb  # noqa: E402
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not cb.available(), reason=str(cb.unavailable_reason()))]
+
+MODELS = sorted((Path(__file__).resolve().parent.parent / "data" / "models").glob("*.onnx"))
+RTOL = 1e-3
+
+
+def assert_close(got: dict, want: dict, rtol: float = RTOL, what: str = ""):
+    assert set(got) == set(want)
+    for name, ref in want.items():
+        out = got[name]
+        assert out.shape == ref.shape and out.dtype == ref.dtype, f"{what} {name}"
+        if not np.issubdtype(ref.dtype, np.floating):
+            np.testing.assert_array_equal(out, ref, err_msg=f"{what} {name}")
+            continue
+        scale = max(float(np.max(np.abs(ref))), 1e-6)
+        err = float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
+        assert np.all(np.isfinite(out)), f"{what} {name}: non-finite GPU output"
+        assert err <= rtol * scale, f"{what} {name}: max abs diff {err:.3g} > {rtol} x scale {scale:.3g}"
+
+
+def _check(g: te.Graph, rtol: float = RTOL, **kwargs):
+    feeds = g.random_inputs(0)
+    want = reference.run(g, feeds)
+    got = cb.run(g, feeds, **kwargs)
+    assert_close(got, want, rtol, g.name)
+
+
+def _all_ops_graph() -> te.Graph:
+    """Every op type of docs/operators.md but Opaque, with the awkward cases: asymmetric
+    conv pads, groups, dilation, every fused activation, broadcast batched MatMul,
+    ceil-mode pooling, softmax on a middle axis, non-trivial transposes and casts."""
+    b = te.GraphBuilder("all_ops_gpu", seed=0)
+    x = b.input("x", [2, 4, 9, 9])
+    ids = b.input("ids", [2, 3], dtypes.INT64)
+    y = b.conv2d(x, 8, 3, padding=[0, 1, 2, 1], activation="relu", name="asym")
+    y = b.conv2d(y, 8, 3, padding=2, dilation=2, groups=2, activation="sigmoid", name="grouped")
+    y = b.conv2d(y, 8, 1, activation="tanh", bias=False, name="nobias")
+    w3 = b.weight("w3", [8, 8, 1, 1])
+    y = b.add(y, b.op("Conv2D", [y, b.op("Enlarge", [w3], kernel=[3, 3])], pads=[1, 1, 1, 1]))
+    y = b.batch_norm(y)
+    y = b.op("Sub", [y, b.op("Tanh", [y])])
+    one = b.op("Constant", [], value=1.0, shape=[1])
+    y = b.op("Div", [y, b.op("Add", [b.op("Exp", [b.op("Sigmoid", [y])]), one])])
+    left, right = b.split(y, axis=1, sizes=[3, 5])
+    y = b.concat([b.op("Sqrt", [b.op("Relu", [right])]), left], axis=1)
+    y = b.max_pool(y, 3, 2, padding=1, ceil_mode=True)
+    y = b.avg_pool(b.pad(y, [0, 0, 1, 0, 0, 0, 0, 1], value=0.5), 2, 1, count_include_pad=True)
+    y = b.avg_pool(y, 2, 1, padding=[1, 0, 0, 1])
+    pooled = b.global_avg_pool(y)
+    t = b.transpose(b.reshape(y, [2, 8, -1]), [0, 2, 1])
+    t = b.layer_norm(t)
+    heads = b.reshape(t, [2, t.shape[1], 2, 4])
+    q = b.transpose(heads, [0, 2, 1, 3])            # [2, 2, S, 4]
+    k = b.transpose(heads, [2, 0, 3, 1])            # [2, 2, 4, S]
+    att = b.softmax(b.op("MatMul", [q, k]), axis=2)  # softmax over a middle axis
+    v = b.op("MatMul", [att, b.weight("wv", [1, 2, t.shape[1], 4])], activation=1)  # batch broadcast
+    t = b.op("MatMul", [t, b.weight("wm", [8, 8])], activation=3)
+    t = b.gelu(b.op("Erf", [t]))
+    t = b.softmax(b.op("Mul", [t, b.op("Identity", [t])]), axis=-1)
+    flat = b.flatten(pooled)
+    g = b.op("Gemm", [flat, b.weight("wg", [6, 8]), b.weight("bg", [6])], trans_b=1, alpha=0.5, beta=2.0)
+    g2 = b.op("Gemm", [b.weight("wa", [8, 2]), b.weight("wb", [8, 3])], trans_a=1)
+    emb = b.op("Gather", [b.weight("table", [10, 6]), ids], axis=0)
+    mask = b.op("Cast", [ids], to=dtypes.BOOL)
+    sel = b.op("Where", [b.reshape(mask, [2, 3, 1]), emb, b.op("Add", [emb, emb])])
+    b.output(b.reduce_mean(t, axes=[1], keepdims=False), "attention")
+    b.output(b.op("ReduceSum", [v], axes=[1, 3], keepdims=0), "values")
+    b.output(g, "logits")
+    b.output(g2, "gemm_t")
+    b.output(b.op("ReduceSum", [sel], axes=[0, 2], keepdims=1), "selected")
+    b.output(b.op("Cast", [b.op("Mul", [ids, ids])], to=dtypes.FLOAT32), "ids_sq")
+    return b.build()
+
+
+def test_device_info_names_the_gpu_and_libraries():
+    info = cb.device_info()
+    assert info["name"] and info["cudnn"] >= 90000 and info["cublas"] > 0
+    free, total = cb.memory_info()
+    assert 0 < free <= total
+
+
+def test_all_ops_graph_covers_every_op_type_and_matches_the_reference():
+    from taso_env import _core
+
+    g = _all_ops_graph()
+    assert {o.type for o in g.ops} == set(_core.list_op_types()) - {"Opaque"}
+    _check(g)
+
+
+@pytest.mark.parametrize("name", te.graphs.names())
+def test_builder_graph_matches_the_reference(name):
+    _check(te.graphs.build(name, seed=0))
+
+
+@pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
+def test_onnx_model_matches_the_reference(path):
+    g = te.load_onnx(path)
+    g = g.with_weights(g.random_weights(0))
+    opaque = "host" if any(o.type == "Opaque" for o in g.ops) else "error"
+    _check(g, opaque=opaque)
+
+
+def test_opaque_ops_are_refused_with_a_clear_error():
+    g = te.load_onnx(next(p for p in MODELS if p.stem == "bert_base"))
+    with pytest.raises(cb.UnsupportedGraphError, match="GatherND|And"):
+        cb.Executor(g)
+    m = cb.measure(g, opaque="host", warmup=2, repeats=3)  # mask preprocessing on the host
+    assert m.median_ms > 0
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "inception_v3", "nasrnn", "bert_base"])
+def test_optimised_graph_matches_the_original(name):
+    g = te.graphs.build(name, seed=0)
+    best = te.optimize(g, "backtracking", budget=30)
+    feeds = g.random_inputs(0)
+    assert_close(cb.run(best, feeds), reference.run(g, feeds), RTOL, f"optimised {name}")
+
+
+def test_tf32_mode_runs_and_stays_close():
+    _check(te.graphs.build("resnet18", seed=0), rtol=2e-2, math="tf32")
+
+
+def test_measurement_uses_cuda_graphs_and_is_stable():
+    g = te.graphs.build("resnet18", seed=None)
+    with cb.Executor(g) as ex:
+        a = ex.measure(warmup=5, repeats=20)
+        b = ex.measure(warmup=5, repeats=20)
+    assert a.cuda_graph and a.math == "fp32" and a.device == cb.device_name()
+    assert 0 < a.min_ms <= a.median_ms and len(a.samples_ms) == 20
+    assert abs(a.median_ms - b.median_ms) < 0.5 * a.median_ms
+
+
+def test_repeated_measurements_do_not_grow_device_memory():
+    g = te.graphs.build("squeezenet", seed=None)
+    cb.measure(g, warmup=1, repeats=1)  # caches and handles are created once
+    before = cb.memory_info()[0]
+    for _ in range(30):
+        cb.measure(g, warmup=1, repeats=2)
+    assert abs(cb.memory_info()[0] - before) < (4 << 20)
+
+
+def test_per_op_costs_are_measured_and_cached():
+    g = te.graphs.build("resnet18", seed=None)
+    rows, skipped = cb.measure_op_costs(g)
+    sigs = {s for _, _, s, _ in te._core.op_signatures(g._core)}
+    assert not skipped and {r[0] for r in rows} == sigs
+    assert all(ms > 0 for _, _, ms, _ in rows)
+    again, _ = cb.measure_op_costs(g)
+    assert again == rows  # cached per signature
+
+
+def test_cuda_cost_model_measures_on_first_use_and_saves(tmp_path):
+    from taso_env import cost_table
+    from taso_env.cost_model import make_cost_model
+
+    path = tmp_path / "costs.h5"
+    model = make_cost_model(f"cuda:fp32:{path}")
+    g = te.graphs.build("squeezenet", seed=None)
+    cost = model.graph_cost(g)
+    assert cost > 0 and model.measured > 0 and model.misses == 0
+    result = te.search(g, "greedy", model=model)
+    assert result.final_cost <= result.initial_cost
+    model.save()
+    table = cost_table.load(path)
+    assert table.device == cb.device_name() and table.math == "fp32" and len(table) >= model.measured
+    replay = make_cost_model(f"table:{path}")
+    assert replay.graph_cost(g) == pytest.approx(cost)
+    assert replay.misses == 0
