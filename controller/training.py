@@ -98,10 +98,14 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
             p.unlink()
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "config.json"
-    if config_path.exists():
+    if config_path.exists():  # resuming: only the number of updates may change
         previous = json.loads(config_path.read_text())
-        if previous != json.loads(json.dumps(saved)):
-            raise ControllerConfigMismatch(f"{config_path} was written with other settings; pass --restart")
+        now = json.loads(json.dumps(saved))
+        previous["train"].pop("updates", None)
+        differing = sorted(k for k in now["train"] if k != "updates" and previous["train"].get(k) != now["train"][k])
+        if previous["controller"] != now["controller"] or differing:
+            raise ControllerConfigMismatch(
+                f"{config_path} was written with other settings ({differing or 'controller shape'}); pass --restart")
     config_path.write_text(json.dumps(saved, indent=2))
     np.save(folder / "start_latents.npy", latents)
     LocationHead().save(folder / "location_head.json")

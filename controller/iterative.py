@@ -1,0 +1,66 @@
+"""Iterative training (the World Models loop): after the first controller, each round
+collects new real episodes with the current controller, retrains V and M on all
+rollouts (resuming, with as many more steps as before), then trains the controller
+further in the new dream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.agent import ControllerAgent
+from controller.training import ControllerTrainConfig, load_controller, train_controller
+from taso_env.env import EnvConfig, GraphRewriteEnv
+from taso_env.episode import run_episode
+from taso_env.rollouts import RolloutReader, RolloutWriter, pack_episode
+from worldmodel.checkpoints import load_mdnrnn, load_stage_config, load_vae
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
+    """Appends `episodes` real episodes played by the run's controller to its rollouts
+    (same environment settings as the file's); returns the real steps taken."""
+    path = run_dir / "rollouts.h5"
+    meta = RolloutReader(path).meta
+    saved = json.loads(meta.env_config)
+    env = GraphRewriteEnv(config=EnvConfig(**{**saved, "graphs": tuple(saved["graphs"])}))
+    controller, head, _ = load_controller(run_dir)
+    agent = ControllerAgent(load_vae(str(run_dir)), load_mdnrnn(str(run_dir)), controller, head, env, greedy=False)
+    steps = 0
+    with RolloutWriter(path, meta) as writer:
+        first = max(writer.episode_ids, default=-1) + 1
+        for k in range(episodes):
+            episode_id = first + k
+            graph = env.graph_names[episode_id % len(env.graph_names)]
+            ep = run_episode(env, agent, seed + episode_id, options={"graph": graph})
+            writer.write(episode_id, pack_episode(ep, episode_id=episode_id, seed=seed + episode_id, meta=meta,
+                                                  policy="controller"))
+            steps += ep.metrics["steps"]
+    return steps
+
+
+def _retrain(run_dir: Path, script: str, stage: str) -> None:
+    steps = int(load_stage_config(str(run_dir), stage)["training"]["steps"])
+    subprocess.run([sys.executable, str(SCRIPTS / script), "--run", str(run_dir), "--steps", str(2 * steps)],
+                   check=True)
+
+
+def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int, episodes_per_iteration: int,
+            restart: bool = False) -> dict:
+    """Runs `iterations` rounds; returns per-round results."""
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    run_dir = Path(run_dir)
+    rounds = [train_controller(run_dir, config, restart=restart)]
+    for k in range(1, iterations):
+        real_steps = collect_with_controller(run_dir, episodes_per_iteration, seed=config.seed + 100_000 * k)
+        _retrain(run_dir, "train_vae.py", "vae")
+        _retrain(run_dir, "train_mdnrnn.py", "mdnrnn")
+        result = train_controller(run_dir, dataclasses.replace(config, updates=config.updates * (k + 1)))
+        rounds.append({**result, "collected_real_steps": real_steps})
+    return {"rounds": rounds}
