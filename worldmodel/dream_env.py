@@ -77,6 +77,7 @@ class Dream:
         self.n_actions = int(mdnrnn.config.n_rules) + 1
         self.stop = self.n_actions - 1
         self.rng = tf.random.Generator.from_seed(seed)
+        self.seeds = np.random.default_rng(seed)  # stateless seeds for M's sampling
         self.z = self.state = self.mask = None
         self.steps = np.zeros(batch_size, np.int32)
 
@@ -121,7 +122,8 @@ class Dream:
         reward = np.where(stop, 0.0, out.reward.numpy()).astype(np.float32)
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)
         done_prob = tf.sigmoid(out.done_logit).numpy()
-        next_z = self.mdnrnn.sample_z(out, self.config.tau, seed=self.rng.make_seeds(1)[:, 0])
+        seed = tf.constant(self.seeds.integers(0, 2**31 - 1, 2), tf.int32)
+        next_z = self.mdnrnn.sample_z(out, self.config.tau, seed=seed)
         next_mask = self._mask_from_logits(out.mask_logits)
         moved = valid & ~stop
         terminated = stop | (moved & (done_prob > self.config.done_threshold))

@@ -1,0 +1,201 @@
+"""Where trained models live in a run folder, and how they are saved and restored.
+
+    runs/<name>/config.json          one section per stage ("vae", "mdnrnn", ...)
+    runs/<name>/vae/config.json      {"model": GraphVAEConfig, "training": ..., "data": ...}
+    runs/<name>/vae/ckpt-<n>.*       tf.train.Checkpoint(model, optimizer, step)
+    runs/<name>/mdnrnn/...           the same for MDNRNN (+ encoded_*.npz: V's posteriors,
+                                     best/: the checkpoint of lowest held-out loss)
+    runs/<name>/dataset_cache/       the rollouts' train / held-out splits as compact .npz
+
+A stage folder is self-contained: `load_vae(run_dir)` rebuilds GraphVAE from the saved
+model config and restores the latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from taso_env.errors import TasoEnvError
+from taso_env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
+from worldmodel.graph_vae import GraphVAE, GraphVAEConfig
+from worldmodel.graphs_tuple import batch_observations, to_graphs_tuple
+from worldmodel.mdnrnn import MDNRNN, MDNRNNConfig
+
+VAE_DIR, MDNRNN_DIR = "vae", "mdnrnn"
+BEST_DIR = "best"  # <stage>/best/: the checkpoint of lowest held-out loss
+DATASET_CACHE_DIR = "dataset_cache"  # compact copies of the rollouts (worldmodel.dataset)
+CONFIG_FILE = "config.json"
+MAX_TO_KEEP = 3
+
+
+class CheckpointNotFoundError(TasoEnvError, FileNotFoundError):
+    """A run folder lacks the trained model (or its config) that was asked for."""
+
+
+class ConfigMismatchError(TasoEnvError, ValueError):
+    """Resuming a stage with settings other than those it was started with."""
+
+    def __init__(self, path: str, differences: dict):
+        self.path, self.differences = path, differences
+        listed = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in differences.items())
+        super().__init__(f"{path}: the run was started with other settings ({listed}); "
+                         "rerun with the same settings or with --restart")
+
+
+def write_json(path: str, data: dict) -> None:
+    """Writes `data` as indented JSON, atomically."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
+    os.replace(path + ".tmp", path)
+
+
+def save_stage_config(run_dir: str, stage: str, **configs) -> dict:
+    """Saves frozen dataclass configs as runs/<name>/<stage>/config.json and as the
+    `stage` section of runs/<name>/config.json (other sections are kept).
+
+    Returns:
+        The saved dict {name: asdict(config)}.
+    """
+    data = {name: dataclasses.asdict(cfg) for name, cfg in configs.items()}
+    write_json(os.path.join(run_dir, stage, CONFIG_FILE), data)
+    run_config = os.path.join(run_dir, CONFIG_FILE)
+    sections = {}
+    if os.path.exists(run_config):
+        with open(run_config) as f:
+            sections = json.load(f)
+    sections[stage] = data
+    write_json(run_config, sections)
+    return data
+
+
+def prepare_stage(run_dir: str, stage: str, *, restart: bool, resumable: tuple[str, ...] = ("training",),
+                  **configs) -> None:
+    """Readies runs/<name>/<stage>/ for training: with `restart` deletes the stage's
+    checkpoints and TensorBoard logs; otherwise checks that a saved config matches
+    (sections in `resumable`, e.g. the step budget, may change). Then saves `configs`.
+
+    Raises:
+        ConfigMismatchError: resuming with other model or data settings.
+    """
+    stage_dir = os.path.join(run_dir, stage)
+    config_path = os.path.join(stage_dir, CONFIG_FILE)
+    if restart:
+        for folder in (stage_dir, os.path.join(run_dir, "tb", stage)):
+            shutil.rmtree(folder, ignore_errors=True)
+    elif os.path.exists(config_path):
+        with open(config_path) as f:
+            saved = json.load(f)
+        now = {name: json.loads(json.dumps(dataclasses.asdict(cfg))) for name, cfg in configs.items()}
+        differences = {f"{section}.{key}": (saved.get(section, {}).get(key), value)
+                       for section, fields in now.items() if section not in resumable
+                       for key, value in fields.items() if saved.get(section, {}).get(key) != value}
+        if differences:
+            raise ConfigMismatchError(config_path, differences)
+    save_stage_config(run_dir, stage, **configs)
+
+
+def write_metrics(run_dir: str, stage: str, metrics: dict) -> str:
+    """Writes runs/<name>/<stage>/metrics.json; returns its path."""
+    path = os.path.join(run_dir, stage, "metrics.json")
+    write_json(path, metrics)
+    return path
+
+
+def load_stage_config(run_dir: str, stage: str) -> dict:
+    """runs/<name>/<stage>/config.json as a dict.
+
+    Raises:
+        CheckpointNotFoundError: the file is missing.
+    """
+    path = os.path.join(run_dir, stage, CONFIG_FILE)
+    if not os.path.exists(path):
+        raise CheckpointNotFoundError(f"{path} is missing; train the {stage} stage of {run_dir} first")
+    with open(path) as f:
+        return json.load(f)
+
+
+def make_checkpoint(model, optimizer=None, step: tf.Variable | None = None, **extra) -> tf.train.Checkpoint:
+    """The checkpoint layout every stage uses (model, and optimizer/step/extra variables
+    when training)."""
+    parts = {"model": model, **extra}
+    if optimizer is not None:
+        parts["optimizer"] = optimizer
+    if step is not None:
+        parts["step"] = step
+    return tf.train.Checkpoint(**parts)
+
+
+def checkpoint_manager(checkpoint: tf.train.Checkpoint, run_dir: str, stage: str) -> tf.train.CheckpointManager:
+    return tf.train.CheckpointManager(checkpoint, os.path.join(run_dir, stage), max_to_keep=MAX_TO_KEEP)
+
+
+def build_vae(vae: GraphVAE) -> None:
+    """Creates V's variables with a one-node graph (so a checkpoint restores at once)."""
+    one = {"nodes": np.zeros((1, NODE_DIM), np.float32), "edges": np.zeros((0, EDGE_DIM), np.float32),
+           "senders": np.zeros(0, np.int32), "receivers": np.zeros(0, np.int32),
+           "globals": np.zeros(GLOBAL_DIM, np.float32), "n_node": 1, "n_edge": 0}
+    vae(to_graphs_tuple(batch_observations([one])), sample=False)
+
+
+def build_mdnrnn(model: MDNRNN) -> None:
+    """Creates M's variables with one step of a batch of one."""
+    z = tf.zeros([1, model.config.latent_dim])
+    model.step(z, tf.zeros([1], tf.int32), model.initial_state(1))
+
+
+def checkpoint_fingerprint(checkpoint_path: str) -> str:
+    """"<name>@<hash>" of a checkpoint: its index file holds a checksum of every tensor,
+    so a retrained model with the same step number gets another fingerprint."""
+    with open(checkpoint_path + ".index", "rb") as f:
+        digest = hashlib.sha1(f.read()).hexdigest()[:12]
+    return f"{os.path.basename(checkpoint_path)}@{digest}"
+
+
+def _restore(model, folder: str) -> str:
+    latest = tf.train.latest_checkpoint(folder)
+    if latest is None:
+        raise CheckpointNotFoundError(f"no checkpoint under {folder}")
+    make_checkpoint(model).restore(latest).expect_partial().assert_existing_objects_matched()
+    return latest
+
+
+def load_vae(run_dir: str) -> GraphVAE:
+    """GraphVAE of runs/<name>/vae/ with its latest checkpoint.
+
+    Raises:
+        CheckpointNotFoundError: no config or no checkpoint there.
+    """
+    vae = GraphVAE(GraphVAEConfig(**load_stage_config(run_dir, VAE_DIR)["model"]))
+    build_vae(vae)
+    vae.checkpoint_path = _restore(vae, os.path.join(run_dir, VAE_DIR))
+    return vae
+
+
+def load_mdnrnn(run_dir: str, which: str = "best") -> MDNRNN:
+    """MDNRNN of runs/<name>/mdnrnn/ with its checkpoint of lowest held-out loss
+    (`which="best"`, runs/<name>/mdnrnn/best/; the latest one when training had no
+    held-out episodes) or its latest checkpoint (`which="latest"`).
+
+    M overfits the reward of small rollout sets; the best checkpoint is early stopping.
+
+    Raises:
+        CheckpointNotFoundError: no config or no checkpoint there.
+        ValueError: `which` is neither "best" nor "latest".
+    """
+    if which not in ("best", "latest"):
+        raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    model = MDNRNN(MDNRNNConfig(**load_stage_config(run_dir, MDNRNN_DIR)["model"]))
+    build_mdnrnn(model)
+    folder = os.path.join(run_dir, MDNRNN_DIR)
+    best = os.path.join(folder, BEST_DIR)
+    use_best = which == "best" and tf.train.latest_checkpoint(best) is not None
+    model.checkpoint_path = _restore(model, best if use_best else folder)
+    return model

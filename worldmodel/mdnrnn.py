@@ -1,0 +1,196 @@
+"""M: an MDN-RNN that predicts the next latent, the reward, the end and the next mask.
+
+       z_t [B, Z]   one_hot(xfer_t) [B, R]
+           |              |
+           +------+-------+
+                  v
+            LSTM (hidden H) --> h_t [B, H]            (state starts at zero every episode)
+                  |
+      +-----------+-------------------+
+      v                               v
+  MDN head on h_t                 MLP on [h_t, z_t, one_hot(xfer_t)]
+  logits [B, K]                     reward [B]         r_t
+  mu = z_t + delta [B, K, Z]        done_logit [B]     terminated after step t
+  log_sigma [B, K, Z]               mask_logits [B, R] xfer mask of step t + 1
+
+p(z_{t+1} | h_t) = sum_k softmax(logits / tau)_k N(z_{t+1}; mu_k, diag(sigma_k^2 tau)).
+The means are offsets from z_t because one rewrite changes the graph (and z) a little.
+R = n_rules + 1 (the last xfer is stop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import sonnet as snt
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+tfd = tfp.distributions
+
+_LOG_SIGMA_MIN, _LOG_SIGMA_MAX = -7.0, 2.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MDNRNNConfig:
+    """Hyper-parameters of MDNRNN.
+
+    Attributes:
+        n_rules: rules of the rule set (R = n_rules + 1 xfers).
+        latent_dim: Z, V's latent size.
+        hidden: H, LSTM units (also the width of the reward/done/mask MLP).
+        mixtures: K, Gaussian components of p(z_{t+1}).
+        tau: default temperature (mixture logits / tau, sigmas * sqrt(tau)).
+        reward_scale: reward units per unit of the reward head; the reward loss is the
+            MSE in these units, so that it weighs like the other terms whatever the
+            cost model's reward magnitudes (training sets it to the rewards' standard
+            deviation when 0).
+        reward_weight / done_weight / mask_weight: loss weights of the heads (the
+            next-z term has weight 1 and is in nats per latent dimension).
+    """
+
+    n_rules: int
+    latent_dim: int = 32
+    hidden: int = 256
+    mixtures: int = 5
+    tau: float = 1.0
+    reward_scale: float = 1.0
+    reward_weight: float = 1.0
+    done_weight: float = 1.0
+    mask_weight: float = 1.0
+
+    def __post_init__(self):
+        for name in ("n_rules", "latent_dim", "hidden", "mixtures"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"MDNRNNConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.tau <= 0:
+            raise ValueError(f"MDNRNNConfig.tau must be > 0, got {self.tau}")
+        if self.reward_scale < 0:
+            raise ValueError(f"MDNRNNConfig.reward_scale must be >= 0 (0: set from data), got {self.reward_scale}")
+        for name in ("reward_weight", "done_weight", "mask_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"MDNRNNConfig.{name} must be >= 0, got {getattr(self, name)}")
+
+
+class MDNOutput(NamedTuple):
+    """M's predictions after step t; leading dims [B] (step) or [B, T] (__call__).
+
+    logits [.., K], mu [.., K, Z], log_sigma [.., K, Z], reward [..], done_logit [..],
+    mask_logits [.., R].
+    """
+
+    logits: tf.Tensor
+    mu: tf.Tensor
+    log_sigma: tf.Tensor
+    reward: tf.Tensor
+    done_logit: tf.Tensor
+    mask_logits: tf.Tensor
+
+
+class MDNRNN(snt.Module):
+    """See the module docstring. Variables are created on the first call."""
+
+    def __init__(self, config: MDNRNNConfig, name: str = "mdnrnn"):
+        super().__init__(name=name)
+        if not isinstance(config, MDNRNNConfig):
+            raise TypeError(f"MDNRNN needs an MDNRNNConfig, got {type(config).__name__}")
+        self.config = config
+        self.n_actions = config.n_rules + 1
+        self._reward_scale = config.reward_scale if config.reward_scale > 0 else 1.0
+        k, z = config.mixtures, config.latent_dim
+        with self.name_scope:
+            self._lstm = snt.LSTM(config.hidden, name="lstm")
+            self._mdn = snt.Linear(k + 2 * k * z, name="mdn_head")
+            self._features = snt.nets.MLP([config.hidden], activate_final=True, name="head_features")
+            self._heads = snt.Linear(2 + self.n_actions, name="heads")
+
+    def initial_state(self, batch_size: int) -> snt.LSTMState:
+        """The zero state of an episode start (hidden and cell [B, H])."""
+        return self._lstm.initial_state(batch_size)
+
+    def _inputs(self, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+        return tf.concat([z, tf.one_hot(action, self.n_actions, dtype=z.dtype)], axis=-1)
+
+    def _predict(self, hidden: tf.Tensor, inputs: tf.Tensor, z: tf.Tensor) -> MDNOutput:
+        """Heads on flat [N, ...] tensors."""
+        k, zdim = self.config.mixtures, self.config.latent_dim
+        params = self._mdn(hidden)
+        logits = params[:, :k]
+        delta, log_sigma = tf.split(tf.reshape(params[:, k:], [-1, k, 2 * zdim]), 2, axis=-1)
+        heads = self._heads(self._features(tf.concat([hidden, inputs], axis=-1)))
+        return MDNOutput(logits=logits, mu=z[:, None, :] + delta,
+                         log_sigma=tf.clip_by_value(log_sigma, _LOG_SIGMA_MIN, _LOG_SIGMA_MAX),
+                         reward=heads[:, 0] * self._reward_scale, done_logit=heads[:, 1],
+                         mask_logits=heads[:, 2:])
+
+    def step(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState) -> tuple[MDNOutput, snt.LSTMState]:
+        """One step: z [B, Z], action [B] int32 xfer ids, state -> (MDNOutput [B, ...], state)."""
+        inputs = self._inputs(z, action)
+        hidden, state = self._lstm(inputs, state)
+        return self._predict(hidden, inputs, z), state
+
+    def __call__(self, z_seq: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor | None = None) -> MDNOutput:
+        """Whole episodes from their start: z_seq [B, T, Z], actions [B, T] int32,
+        mask [B, T] (1 = real step; on padding the state is held) -> MDNOutput [B, T, ...].
+        """
+        batch, steps = tf.shape(z_seq)[0], tf.shape(z_seq)[1]
+        inputs = self._inputs(z_seq, actions)
+        if mask is None:
+            mask = tf.ones([batch, steps], z_seq.dtype)
+        time_major = (tf.transpose(inputs, [1, 0, 2]), tf.transpose(tf.cast(mask, inputs.dtype))[..., None])
+
+        def cell(carry, x):
+            _, state = carry
+            x_t, m_t = x
+            out, new = self._lstm(x_t, state)
+            held = snt.LSTMState(hidden=m_t * new.hidden + (1 - m_t) * state.hidden,
+                                 cell=m_t * new.cell + (1 - m_t) * state.cell)
+            return out, held
+
+        init = self.initial_state(batch)
+        hidden, _ = tf.scan(cell, time_major, initializer=(init.hidden, init))
+        hidden = tf.reshape(tf.transpose(hidden, [1, 0, 2]), [batch * steps, self.config.hidden])
+        flat = lambda t: tf.reshape(t, [batch * steps, -1])  # noqa: E731
+        out = self._predict(hidden, flat(inputs), flat(z_seq))
+        k, zdim = self.config.mixtures, self.config.latent_dim
+        return MDNOutput(logits=tf.reshape(out.logits, [batch, steps, k]),
+                         mu=tf.reshape(out.mu, [batch, steps, k, zdim]),
+                         log_sigma=tf.reshape(out.log_sigma, [batch, steps, k, zdim]),
+                         reward=tf.reshape(out.reward, [batch, steps]),
+                         done_logit=tf.reshape(out.done_logit, [batch, steps]),
+                         mask_logits=tf.reshape(out.mask_logits, [batch, steps, self.n_actions]))
+
+    def mixture(self, out: MDNOutput, tau: float | None = None) -> tfd.Distribution:
+        """p(z_{t+1}) at temperature tau (default config.tau): a MixtureSameFamily of
+        diagonal Gaussians with batch shape out.logits.shape[:-1] and event [Z]."""
+        tau = self.config.tau if tau is None else tau
+        if tau <= 0:
+            raise ValueError(f"tau must be > 0, got {tau}")
+        return tfd.MixtureSameFamily(
+            mixture_distribution=tfd.Categorical(logits=out.logits / tau),
+            components_distribution=tfd.MultivariateNormalDiag(
+                loc=out.mu, scale_diag=tf.exp(out.log_sigma) * math.sqrt(tau)))
+
+    def sample_z(self, out: MDNOutput, tau: float | None = None, seed=None) -> tf.Tensor:
+        """One draw of z_{t+1} [B, Z] (seed: int or a stateless [2] seed)."""
+        return self.mixture(out, tau).sample(seed=seed)
+
+    def loss(self, z_seq: tf.Tensor, actions: tf.Tensor, next_z: tf.Tensor, rewards: tf.Tensor,
+             dones: tf.Tensor, next_masks: tf.Tensor, mask: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Losses averaged over real steps (mask [B, T]):
+        {"total", "z_nll" (nats per latent dim), "reward" (MSE in reward_scale units), "done" (BCE),
+        "mask" (BCE per xfer)} with total = z_nll + weighted head losses."""
+        c = self.config
+        out = self(z_seq, actions, mask)
+        mask = tf.cast(mask, tf.float32)
+        steps = tf.maximum(tf.reduce_sum(mask), 1.0)
+        mean = lambda per_step: tf.reduce_sum(per_step * mask) / steps  # noqa: E731
+        z_nll = mean(-self.mixture(out, tau=1.0).log_prob(next_z)) / c.latent_dim
+        reward = mean(tf.square((out.reward - rewards) / self._reward_scale))
+        done = mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=dones, logits=out.done_logit))
+        mask_bce = mean(tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=next_masks, logits=out.mask_logits), -1))
+        total = z_nll + c.reward_weight * reward + c.done_weight * done + c.mask_weight * mask_bce
+        return {"total": total, "z_nll": z_nll, "reward": reward, "done": done, "mask": mask_bce}
