@@ -1,0 +1,71 @@
+"""The whole pipeline with tiny budgets (and its resume), the dream's purity, and the
+evaluation outputs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("pipeline") / "run"
+    cmd = [sys.executable, str(REPO / "scripts" / "run_pipeline.py"), "--smoke", "--run", str(run)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    return run, cmd
+
+
+def test_pipeline_writes_every_artefact(smoke_run):
+    run, _ = smoke_run
+    for path in ("rollouts.h5", "vae/config.json", "mdnrnn/config.json", "controller/config.json",
+                 "controller/metrics.json", "eval/results.md", "eval/results.json", "eval/results.csv",
+                 "eval/runtime.png", "eval/optimisation_time.png"):
+        assert (run / path).exists(), path
+    rows = json.loads((run / "eval" / "results.json").read_text())
+    assert {r["agent"] for r in rows} == {"controller", "backtracking", "greedy", "random"}
+    for r in rows:
+        assert r["final_cost_ms"] <= r["initial_cost_ms"] + 1e-12  # never worse than the original
+        assert r["onnxruntime_max_abs_diff"] < 1e-3
+    controller = json.loads((run / "controller" / "metrics.json").read_text())
+    assert controller["real_env_steps_during_training"] == 0
+    assert list((run / "tb").glob("*/events.out.tfevents.*")) or list((run / "tb").rglob("events.out.tfevents.*"))
+
+
+def test_pipeline_resumes_on_rerun(smoke_run):
+    run, cmd = smoke_run
+    before = sorted(p.name for p in (run / "rollouts.h5.episodes").iterdir())
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert sorted(p.name for p in (run / "rollouts.h5.episodes").iterdir()) == before  # nothing recollected
+
+
+def test_dream_env_never_touches_the_real_env(smoke_run):
+    import tensorflow as tf  # noqa: F401
+    from gymnasium.utils.env_checker import check_env
+
+    from taso_env.env import GraphRewriteEnv
+    from worldmodel.checkpoints import load_mdnrnn, load_vae
+    from worldmodel.dream_env import Dream, DreamConfig, DreamEnv
+
+    run, _ = smoke_run
+    vae, mdnrnn = load_vae(str(run)), load_mdnrnn(str(run))
+    latents = np.load(run / "controller" / "start_latents.npy")
+    before = GraphRewriteEnv.total_steps
+    env = DreamEnv(vae, mdnrnn, latents, DreamConfig(horizon=5), seed=0)
+    check_env(env, skip_render_check=True)
+    obs, info = env.reset(seed=1)
+    assert obs.shape == (vae.config.latent_dim + mdnrnn.config.hidden,) and info["xfer_mask"][-1]
+    dream = Dream(vae, mdnrnn, latents, DreamConfig(horizon=4), batch_size=6, seed=0)
+    dream.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        actions = [rng.choice(np.flatnonzero(m)) for m in dream.mask]
+        _, reward, terminated, truncated, mask, invalid = dream.step(np.array(actions))
+        assert reward.shape == (6,) and mask[:, -1].all() and not invalid.any()
+    assert GraphRewriteEnv.total_steps == before
