@@ -8,7 +8,8 @@ present — measured runtimes. Every optimised graph is exported to ONNX and che
 against the original with onnxruntime before it is reported; a mismatch is an error.
 
 Outputs (in `out_dir`): results.md, results.json, results.csv, runtime.png,
-optimisation_time.png, and TensorBoard summaries under tb/.
+optimisation_time.png, TensorBoard summaries under tb/, and every graph as ONNX under
+graphs/ (<graph>__original.onnx, <graph>__<agent>.onnx) for measuring elsewhere.
 """
 
 from __future__ import annotations
@@ -71,10 +72,9 @@ class Row:
 
 
 def _controller_agent(run_dir: Path, env):
-    from worldmodel.checkpoints import load_mdnrnn, load_vae
-
     from controller.agent import ControllerAgent
     from controller.training import load_controller
+    from worldmodel.checkpoints import load_mdnrnn, load_vae
 
     controller, head, _ = load_controller(run_dir)
     return ControllerAgent(load_vae(run_dir), load_mdnrnn(run_dir), controller, head, env)
@@ -109,6 +109,8 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     for spec in config.graphs:
         graph = load_graph(spec)
         source = graph.export_onnx()
+        (out_dir / "graphs").mkdir(exist_ok=True)
+        graph.export_onnx(out_dir / "graphs" / f"{graph.name}__original.onnx")
         feeds = random_feeds(graph, config.seed)
         measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
@@ -134,6 +136,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {graph.name}: {report}")
+            best.export_onnx(out_dir / "graphs" / f"{graph.name}__{agent}.onnx")
             rows.append(Row(graph=graph.name, agent=agent, initial_cost_ms=graph.cost(),
                             final_cost_ms=best.cost(), speedup=graph.cost() / best.cost(),
                             optimisation_s=seconds, steps=steps, training_env_steps=used,

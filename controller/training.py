@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
-from worldmodel.checkpoints import load_mdnrnn, load_vae
 
 from controller.location_head import LocationHead
 from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, PPOTrainer
 from taso_env.env import GraphRewriteEnv
 from taso_env.rollouts import RolloutReader, batch_graphs
+from worldmodel.checkpoints import load_mdnrnn, load_vae
 from worldmodel.dream_env import Dream, DreamConfig
 from worldmodel.graphs_tuple import to_graphs_tuple
 

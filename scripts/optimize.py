@@ -17,9 +17,9 @@ import sys
 import onnx
 
 import taso_env as te
-from taso_env.search import METHODS
 from taso_env.onnx_check import check_equivalent, random_feeds
 from taso_env.report import markdown_table
+from taso_env.search import METHODS
 
 
 def main(argv=None) -> int:

@@ -5,7 +5,7 @@ V (per observation of held-out episodes, z = mu):
         the reconstruction and of predicting the training mean; <part>_error_ratio is
         their ratio (< 1: V beats the mean)
     mask_accuracy / baseline_mask_accuracy   per (graph, xfer); baseline: the training
-        majority of each xfer
+        majority of each xfer; mask_row_accuracy: all R xfers of a graph right
     cost_ratio_mae                           |predicted - true| of current / initial cost
     kl                                       KL(q(z | graph) || N(0, I)), nats per graph
 
@@ -71,7 +71,9 @@ def vae_metrics(encode_decode: Callable, held_out: EpisodeSet, means: dict[str, 
         base = float(np.mean(np.square(means[k][None] - true[k])))
         out.update({f"recon_{k}_mse": mse, f"baseline_{k}_mse": base,
                     f"{k}_error_ratio": mse / base if base > 0 else float("nan")})
-    out["mask_accuracy"] = float(np.mean((pred["mask_logits"] > 0) == (true["mask"] > 0.5)))
+    right = (pred["mask_logits"] > 0) == (true["mask"] > 0.5)
+    out["mask_accuracy"] = float(np.mean(right))
+    out["mask_row_accuracy"] = float(np.mean(np.all(right, axis=1)))
     out["baseline_mask_accuracy"] = float(np.mean((means["mask"][None] > 0.5) == (true["mask"] > 0.5)))
     out["cost_ratio_mae"] = float(np.mean(np.abs(pred["cost"][:, 0] - true["cost"][:, 0])))
     out["_cost_ratio"] = (pred["cost"][:, 0], true["cost"][:, 0])

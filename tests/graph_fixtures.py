@@ -1,0 +1,51 @@
+"""Graphs shared by several test files."""
+
+import taso_env as te
+from taso_env import dtypes
+
+
+def all_ops_graph() -> te.Graph:
+    """Every op type of docs/operators.md but Opaque, with the awkward cases: asymmetric
+    conv pads, groups, dilation, every fused activation, broadcast batched MatMul,
+    ceil-mode pooling, softmax on a middle axis, non-trivial transposes and casts."""
+    b = te.GraphBuilder("all_ops_gpu", seed=0)
+    x = b.input("x", [2, 4, 9, 9])
+    ids = b.input("ids", [2, 3], dtypes.INT64)
+    y = b.conv2d(x, 8, 3, padding=[0, 1, 2, 1], activation="relu", name="asym")
+    y = b.conv2d(y, 8, 3, padding=2, dilation=2, groups=2, activation="sigmoid", name="grouped")
+    y = b.conv2d(y, 8, 1, activation="tanh", bias=False, name="nobias")
+    w3 = b.weight("w3", [8, 8, 1, 1])
+    y = b.add(y, b.op("Conv2D", [y, b.op("Enlarge", [w3], kernel=[3, 3])], pads=[1, 1, 1, 1]))
+    y = b.batch_norm(y)
+    y = b.op("Sub", [y, b.op("Tanh", [y])])
+    one = b.op("Constant", [], value=1.0, shape=[1])
+    y = b.op("Div", [y, b.op("Add", [b.op("Exp", [b.op("Sigmoid", [y])]), one])])
+    left, right = b.split(y, axis=1, sizes=[3, 5])
+    y = b.concat([b.op("Sqrt", [b.op("Relu", [right])]), left], axis=1)
+    y = b.max_pool(y, 3, 2, padding=1, ceil_mode=True)
+    y = b.avg_pool(b.pad(y, [0, 0, 1, 0, 0, 0, 0, 1], value=0.5), 2, 1, count_include_pad=True)
+    y = b.avg_pool(y, 2, 1, padding=[1, 0, 0, 1])
+    pooled = b.global_avg_pool(y)
+    t = b.transpose(b.reshape(y, [2, 8, -1]), [0, 2, 1])
+    t = b.layer_norm(t)
+    heads = b.reshape(t, [2, t.shape[1], 2, 4])
+    q = b.transpose(heads, [0, 2, 1, 3])            # [2, 2, S, 4]
+    k = b.transpose(heads, [2, 0, 3, 1])            # [2, 2, 4, S]
+    att = b.softmax(b.op("MatMul", [q, k]), axis=2)  # softmax over a middle axis
+    v = b.op("MatMul", [att, b.weight("wv", [1, 2, t.shape[1], 4])], activation=1)  # batch broadcast
+    t = b.op("MatMul", [t, b.weight("wm", [8, 8])], activation=3)
+    t = b.gelu(b.op("Erf", [t]))
+    t = b.softmax(b.op("Mul", [t, b.op("Identity", [t])]), axis=-1)
+    flat = b.flatten(pooled)
+    g = b.op("Gemm", [flat, b.weight("wg", [6, 8]), b.weight("bg", [6])], trans_b=1, alpha=0.5, beta=2.0)
+    g2 = b.op("Gemm", [b.weight("wa", [8, 2]), b.weight("wb", [8, 3])], trans_a=1)
+    emb = b.op("Gather", [b.weight("table", [10, 6]), ids], axis=0)
+    mask = b.op("Cast", [ids], to=dtypes.BOOL)
+    sel = b.op("Where", [b.reshape(mask, [2, 3, 1]), emb, b.op("Add", [emb, emb])])
+    b.output(b.reduce_mean(t, axes=[1], keepdims=False), "attention")
+    b.output(b.op("ReduceSum", [v], axes=[1, 3], keepdims=0), "values")
+    b.output(g, "logits")
+    b.output(g2, "gemm_t")
+    b.output(b.op("ReduceSum", [sel], axes=[0, 2], keepdims=1), "selected")
+    b.output(b.op("Cast", [b.op("Mul", [ids, ids])], to=dtypes.FLOAT32), "ids_sq")
+    return b.build()
