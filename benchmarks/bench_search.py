@@ -9,6 +9,7 @@ weights) before it is reported. Prints one JSON line and a markdown table.
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -49,7 +50,8 @@ def main() -> None:
     rows = []
     for m in args.models:
         rows.append(measure(m, args.budget, args.alpha))
-        print(f"{m}: {rows[-1]['speedup']:.3f}x in {rows[-1]['search_s']:.1f} s", file=sys.stderr)
+        # each row as soon as it is known, so a long run that is stopped keeps its rows
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     emit("backtracking_search", rows,
          ["model", "ops_before", "ops_after", "cost_before_ms", "cost_after_ms", "speedup",
           "greedy_speedup", "search_s", "rules_fired"],
