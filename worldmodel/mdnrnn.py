@@ -45,8 +45,8 @@ class MDNRNNConfig:
         tau: default temperature (mixture logits / tau, sigmas * sqrt(tau)).
         reward_scale: reward units per unit of the reward head; the reward loss is the
             MSE in these units, so that it weighs like the other terms whatever the
-            cost model's reward magnitudes (training sets it to the rewards' standard
-            deviation when 0).
+            cost model's reward magnitudes. 0: train_mdnrnn sets it to the training
+            rewards' standard deviation (a model built with 0 uses 1).
         reward_weight / done_weight / mask_weight: loss weights of the heads (the
             next-z term has weight 1 and is in nats per latent dimension).
     """
@@ -56,7 +56,7 @@ class MDNRNNConfig:
     hidden: int = 256
     mixtures: int = 5
     tau: float = 1.0
-    reward_scale: float = 1.0
+    reward_scale: float = 0.0
     reward_weight: float = 1.0
     done_weight: float = 1.0
     mask_weight: float = 1.0

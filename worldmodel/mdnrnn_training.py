@@ -2,8 +2,11 @@
 trained V (runs/<name>/vae/) and writes runs/<name>/mdnrnn/ and runs/<name>/tb/mdnrnn/.
 
 M uses V's train / held-out split. Every observation is encoded once (mu, log_sigma,
-cached in mdnrnn/encoded.npz for reruns); each epoch draws fresh z from those
-posteriors. Rerunning resumes; `restart` starts over; a retrained V requires `restart`.
+cached in mdnrnn/encoded_{train,held_out}.npz for reruns); each epoch draws fresh z from
+those posteriors. Every eval_every steps the held-out metrics go to TensorBoard (eval/*,
+a predicted-vs-true reward plot) and the checkpoint of lowest held-out loss is kept in
+mdnrnn/best/ (early stopping: M overfits the reward of small rollout sets), which
+load_mdnrnn reads. Rerunning resumes; `restart` starts over; a retrained V requires it.
 """
 
 from __future__ import annotations
@@ -101,10 +104,10 @@ def encode_episodes(vae, episodes: EpisodeSet, cache: str, vae_checkpoint: str, 
     """V's posteriors of every observation, from `cache` when it holds this V's encoding
     of these episodes (else computed and cached)."""
     if os.path.exists(cache):
-        saved = np.load(cache)
-        if (str(saved["vae_checkpoint"]) == vae_checkpoint
-                and np.array_equal(saved["episode_ids"], episodes.episode_ids)):
-            return EncodedEpisodes(episodes, saved["mu"], saved["log_sigma"])
+        with np.load(cache) as saved:
+            if (str(saved["vae_checkpoint"]) == vae_checkpoint
+                    and np.array_equal(saved["episode_ids"], episodes.episode_ids)):
+                return EncodedEpisodes(episodes, saved["mu"], saved["log_sigma"])
     encode_decode = make_encode_decode(vae)
     mu, log_sigma = encode_observations(episodes, lambda batch: encode_decode(batch)[:2], progress=progress)
     np.savez(cache + ".tmp.npz", mu=mu, log_sigma=log_sigma, episode_ids=episodes.episode_ids,
