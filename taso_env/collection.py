@@ -34,7 +34,7 @@ from taso_env.episode import run_episode
 from taso_env.errors import TasoEnvError
 from taso_env.rollouts import RolloutMeta, RolloutWriter, pack_episode
 
-POLICIES = ("random", "greedy", "epsilon_greedy")
+POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy")
 RESUMABLE_FIELDS = ("workers", "episodes", "out")  # may differ on a resumed run
 
 
@@ -60,7 +60,8 @@ class CollectConfig:
         graphs: built-in network names or ONNX paths; episode i plays graphs[i % n].
         episodes: episode ids 0..episodes-1 are collected.
         out: the rollout index file, runs/<name>/rollouts.h5.
-        policy: "random", "greedy" or "epsilon_greedy" (taso_env.policies).
+        policy: "random", "random_best_location", "greedy" or "epsilon_greedy"
+            (taso_env.policies).
         workers: worker processes; 0 plays in this process.
         horizon / cost_model / max_locations: the env's settings (EnvConfig).
         seed: episode i uses seed + i.
@@ -120,7 +121,8 @@ def make_collect_policy(cfg: CollectConfig, env):
     """The policy named by cfg.policy with its settings."""
     from taso_env.policies import make_policy
 
-    kwargs = {"random": {"stop_prob": cfg.stop_prob}, "greedy": {},
+    kwargs = {"random": {"stop_prob": cfg.stop_prob}, "random_best_location": {"stop_prob": cfg.stop_prob},
+              "greedy": {},
               "epsilon_greedy": {"epsilon": cfg.epsilon}}[cfg.policy]
     return make_policy(cfg.policy, env, **kwargs)
 

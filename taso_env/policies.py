@@ -53,12 +53,32 @@ class GreedyPolicy:
         return np.array(best) if best is not None else _stop(info)
 
 
+class RandomXferBestLocation:
+    """A uniformly random valid xfer, at that xfer's location with the lowest cost delta
+    (how the controller's location head acts). The reward then depends only on the state
+    and the xfer, which is what the world model M can learn from [z, xfer]."""
+
+    def __init__(self, env, stop_prob: float = 0.0):
+        self.env = env.unwrapped
+        self._random = RandomPolicy(stop_prob)
+
+    def __call__(self, obs: dict, info: dict, rng: np.random.Generator) -> np.ndarray:
+        xfer, _ = self._random(obs, info, rng)
+        if xfer == len(info["xfer_mask"]) - 1:
+            return _stop(info)
+        deltas = [c.cost_delta for c in self.env.candidates(int(xfer))]
+        return np.array([int(xfer), int(np.argmin(deltas))])
+
+
 def make_policy(name: str, env, **kwargs) -> Policy:
-    """A baseline policy by name: "random", "greedy" or "epsilon_greedy"."""
+    """A baseline policy by name: "random", "random_best_location", "greedy" or
+    "epsilon_greedy"."""
     if name == "random":
         return RandomPolicy(**kwargs)
+    if name == "random_best_location":
+        return RandomXferBestLocation(env, **kwargs)
     if name == "greedy":
         return GreedyPolicy(env, **kwargs)
     if name == "epsilon_greedy":
         return GreedyPolicy(env, epsilon=kwargs.pop("epsilon", 0.3), **kwargs)
-    raise ValueError(f"unknown policy {name!r}; use random, greedy or epsilon_greedy")
+    raise ValueError(f"unknown policy {name!r}; use random, random_best_location, greedy or epsilon_greedy")

@@ -168,3 +168,20 @@ def test_flat_candidate_wrapper():
     assert not info["invalid_action"]
     _, _, terminated, _, _ = env.step(64)
     assert terminated
+
+
+def test_random_xfer_best_location_policy_takes_the_best_location_of_a_valid_xfer():
+    from taso_env.policies import make_policy
+
+    env = GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=5)
+    policy = make_policy("random_best_location", env)
+    _, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        xfer, loc = policy(None, info, rng)
+        assert info["xfer_mask"][xfer]
+        deltas = [c.cost_delta for c in env.candidates(int(xfer))]
+        assert deltas[loc] == min(deltas)
+        _, _, terminated, truncated, info = env.step(np.array([xfer, loc]))
+        if terminated or truncated:
+            break
