@@ -91,8 +91,18 @@ def training_env_steps(run_dir: Path | None) -> int | None:
 
 
 def _episode_graph(env, agent, seed: int):
-    ep = run_episode(env, agent, seed, record=False, options={"graph": env.unwrapped.graph_names[0]})
-    return env.unwrapped.graph, ep.metrics["steps"]
+    """Plays one episode; returns the cheapest graph it visited (an agent that rewrites
+    past its best point keeps the best) and the steps taken."""
+    base = env.unwrapped
+    visited = []
+
+    def recording(obs, info, rng):
+        visited.append(base.graph)
+        return agent(obs, info, rng)
+
+    ep = run_episode(env, recording, seed, record=False, options={"graph": base.graph_names[0]})
+    visited.append(base.graph)
+    return min(visited, key=lambda g: g.cost()), ep.metrics["steps"]
 
 
 def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path) -> list[Row]:

@@ -26,7 +26,7 @@ class PipelineConfig:
     graphs: tuple[str, ...] = ("squeezenet", "nasrnn")
     eval_graphs: tuple[str, ...] = ("squeezenet", "nasrnn", "nasbench")
     episodes: int = 120
-    policy: str = "epsilon_greedy"
+    policy: str = "random_best_location"
     workers: int = 2
     horizon: int = 20
     vae_steps: int = 400
