@@ -86,8 +86,7 @@ def training_env_steps(run_dir: Path | None) -> int | None:
         return None
     from taso_env.rollouts import RolloutReader
 
-    reader = RolloutReader(run_dir / "rollouts.h5")
-    return int(sum(reader.episode(i).num_steps for i in reader.episode_ids))
+    return RolloutReader(run_dir / "rollouts.h5").total_steps()
 
 
 def _episode_graph(env, agent, seed: int):

@@ -24,6 +24,7 @@ _TO_NUMPY = {
     FLOAT64: np.dtype(np.float64),
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
+NUMPY_BY_CODE = _TO_NUMPY  # read-only use: code -> numpy dtype
 
 
 def to_numpy(code: int) -> np.dtype:

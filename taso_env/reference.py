@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from taso_env import dtypes
 from taso_env.errors import (
     ExecutionError,
     MissingFeedError,
@@ -41,11 +42,8 @@ except ImportError:  # scipy is optional
 
 OpFn = Callable[[Mapping[str, Any], list[np.ndarray]], list[np.ndarray]]
 
-#: ONNX TensorProto dtype codes the IR uses, and their numpy dtypes.
-ONNX_TO_NUMPY_DTYPE: Mapping[int, np.dtype] = MappingProxyType({
-    1: np.dtype(np.float32), 6: np.dtype(np.int32), 7: np.dtype(np.int64),
-    9: np.dtype(np.bool_), 10: np.dtype(np.float16), 11: np.dtype(np.float64),
-})
+#: ONNX TensorProto dtype codes the IR uses, and their numpy dtypes (taso_env.dtypes).
+ONNX_TO_NUMPY_DTYPE: Mapping[int, np.dtype] = MappingProxyType(dtypes.NUMPY_BY_CODE)
 #: Op types that have no computation: they are fed by name in `run`.
 SOURCE_OP_TYPES = frozenset({"Input", "Weight"})
 

@@ -448,6 +448,22 @@ class RolloutReader:
         _check_episode(ep, self.meta)
         return ep
 
+    def total_steps(self) -> int:
+        """Environment steps recorded in all episodes (reads episode attributes only).
+
+        Raises:
+            RolloutFormatError: an episode file cannot be read or lacks `total_steps`.
+        """
+        total = 0
+        for episode_id in self.episode_ids:
+            path = self._files[episode_id]
+            try:
+                with h5py.File(path, "r") as f:
+                    total += int(f.attrs["total_steps"])
+            except (OSError, KeyError) as e:
+                raise RolloutFormatError(path, f"cannot read total_steps of episode {episode_id} ({e})") from e
+        return total
+
     def steps(self, episode_id: int) -> Iterator[dict]:
         """Transitions of one episode, observations padded as the env returned them:
         {observation, action, reward, terminated, truncated, next_observation,

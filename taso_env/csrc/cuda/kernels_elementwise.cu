@@ -254,16 +254,6 @@ void by_any_dtype(int dtype, F&& f) {
   }
 }
 
-template <typename F>
-void by_size(int elem_size, F&& f) {
-  switch (elem_size) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint64_t{}); break;
-    default: throw UnsupportedGraphError("element size " + std::to_string(elem_size) + " is not supported");
-  }
-}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "common.h"
 
@@ -16,6 +17,19 @@ constexpr int kThreads = 256;
 inline unsigned grid_for(int64_t n) {
   int64_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65535 * 8)));
+}
+
+// Calls f with an unsigned integer of `elem_size` bytes (kernels that only move data
+// dispatch on the element size, not the dtype).
+template <typename F>
+void by_size(int elem_size, F&& f) {
+  switch (elem_size) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint64_t{}); break;
+    default: throw UnsupportedGraphError("element size " + std::to_string(elem_size) + " is not supported");
+  }
 }
 
 // Surfaces launch-configuration errors at the launch that caused them.
