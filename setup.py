@@ -1,6 +1,7 @@
 """Builds rlflow: CMake compiles the C++ core and the Cython extension taso_env._core
 (and taso_env._cuda, the CUDA backend, where CUDA, cuDNN and cuBLAS are found);
-setuptools installs the Python packages taso_env, worldmodel and controller."""
+setuptools installs the Python packages taso_env (with data/ as taso_env.data),
+worldmodel, controller and rlflow (the `rlflow` command)."""
 
 import os
 import subprocess
@@ -14,8 +15,10 @@ ROOT = Path(__file__).parent.resolve()
 
 
 class CMakeExtension(Extension):
-    def __init__(self, name: str):
-        super().__init__(name, sources=[])
+    """A module built by CMakeLists.txt (the CMake target is the module's last name)."""
+
+    def __init__(self, name: str, optional: bool = False):
+        super().__init__(name, sources=[], optional=optional)
 
 
 class CMakeBuild(build_ext):
@@ -23,7 +26,25 @@ class CMakeBuild(build_ext):
 
     def build_extension(self, ext: Extension) -> None:
         out_dir = Path(self.get_ext_fullpath(ext.name)).parent.resolve()
+        build_dir = self._configure(out_dir)
+        target = ext.name.rsplit(".", 1)[-1]
+        if target == "_cuda":
+            # The CUDA backend exists only where CMake found CUDA + cuDNN + cuBLAS
+            # (RLFLOW_CUDA=AUTO|ON|OFF via RLFLOW_CMAKE_ARGS). It is registered as an
+            # optional extension, so an install without it is complete, and one with it
+            # gets the module copied like _core (pip install . and pip install -e .).
+            cache = (build_dir / "CMakeCache.txt").read_text(errors="replace")
+            if "RLFLOW_CUDA_ENABLED:INTERNAL=ON" not in cache:
+                print("rlflow: CUDA backend not built (CMake found no CUDA toolkit with cuDNN and cuBLAS)")
+                return
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+        subprocess.run(["cmake", "--build", str(build_dir), "--target", target, "-j", jobs], check=True)
+
+    def _configure(self, out_dir: Path) -> Path:
+        """Configures CMakeLists.txt once per build, with the modules' output folder."""
         build_dir = Path(self.build_temp).resolve() / "cmake"
+        if getattr(self, "_configured", None) == build_dir:
+            return build_dir
         build_dir.mkdir(parents=True, exist_ok=True)
         config = "Debug" if self.debug else "Release"
         configure = [
@@ -34,14 +55,9 @@ class CMakeBuild(build_ext):
             "-DRLFLOW_BUILD_TESTS=OFF",
         ]
         configure += os.environ.get("RLFLOW_CMAKE_ARGS", "").split()
-        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
         subprocess.run(configure, check=True)
-        subprocess.run(["cmake", "--build", str(build_dir), "--target", "_core", "-j", jobs], check=True)
-        # The CUDA backend (taso_env._cuda) exists only where CMake found CUDA + cuDNN +
-        # cuBLAS (RLFLOW_CUDA=AUTO|ON|OFF via RLFLOW_CMAKE_ARGS); it lands next to _core.
-        cache = (build_dir / "CMakeCache.txt").read_text(errors="replace")
-        if "RLFLOW_CUDA_ENABLED:INTERNAL=ON" in cache:
-            subprocess.run(["cmake", "--build", str(build_dir), "--target", "_cuda", "-j", jobs], check=True)
+        self._configured = build_dir
+        return build_dir
 
 
 setup(
@@ -49,9 +65,14 @@ setup(
     version="0.1.0",
     description="Optimise neural-network computation graphs with verified substitutions chosen by RL",
     packages=find_packages(include=["taso_env", "taso_env.*", "worldmodel", "worldmodel.*",
-                                    "controller", "controller.*"]),
-    package_data={"taso_env": ["rules/*.json", "data/*.onnx"]},
-    ext_modules=[CMakeExtension("taso_env._core")],
+                                    "controller", "controller.*", "rlflow", "rlflow.*"]) + ["taso_env.data"],
+    # The repository's data/ (shipped shape-only models, measured cost tables) installs
+    # as taso_env.data, so an installed rlflow finds it without the source tree.
+    package_dir={"taso_env.data": "data"},
+    package_data={"taso_env": ["rules/*.json", "rules/README.md"],
+                  "taso_env.data": ["models/*.onnx", "models/README.md", "costs/*.h5"]},
+    ext_modules=[CMakeExtension("taso_env._core"), CMakeExtension("taso_env._cuda", optional=True)],
+    entry_points={"console_scripts": ["rlflow = rlflow.cli:main"]},
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["numpy>=2.0", "onnx>=1.16", "tqdm>=4.66"],

@@ -7,7 +7,7 @@ throughput (episodes/s, steps/s) with 0 (in process), 1 and 2 worker processes.
         [--collect-episodes 80] [--workers 0 1 2]
 
 Env rows time `run_episode` (observation, masks and candidates every step, nothing
-stored) over `--episodes` seeds; collection rows time `taso_env.collection.collect`
+stored) over `--episodes` seeds; collection rows time `taso_env.env.collection.collect`
 end to end into a fresh folder (process start-up and HDF5 writes included). Graphs are
 built-in names or ONNX paths (data/models/*.onnx). Prints one JSON line (with the
 machine's load average: other processes skew these timings) and a markdown table per part.
@@ -23,11 +23,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import emit, median_seconds  # noqa: E402
 
-from taso_env.collection import CollectConfig, collect  # noqa: E402
-from taso_env.env import EnvConfig, GraphRewriteEnv  # noqa: E402
-from taso_env.episode import run_episode  # noqa: E402
-from taso_env.features import graph_size  # noqa: E402
-from taso_env.policies import make_policy  # noqa: E402
+from taso_env.env.collection import CollectConfig, collect  # noqa: E402
+from taso_env.env.episode import run_episode  # noqa: E402
+from taso_env.env.features import graph_size  # noqa: E402
+from taso_env.env.policies import make_policy  # noqa: E402
+from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv  # noqa: E402
 
 
 def env_row(graph: str, horizon: int, episodes: int, repeats: int) -> dict:

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit  # noqa: E402
 
 import taso_env as te  # noqa: E402
-from taso_env.onnx_check import check_equivalent, random_feeds  # noqa: E402
+from taso_env.onnx.check import check_equivalent, random_feeds  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "models")
 DEFAULT = ["squeezenet1_1.onnx", "resnet18.onnx", "resnet50.onnx", "bert_base.onnx"] + [

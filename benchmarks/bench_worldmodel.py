@@ -26,10 +26,10 @@ import sonnet as snt  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from common import emit, median_seconds  # noqa: E402
 
-from taso_env.env import GraphRewriteEnv  # noqa: E402
-from taso_env.episode import run_episode  # noqa: E402
-from taso_env.policies import RandomPolicy  # noqa: E402
-from taso_env.rollouts import RolloutMeta, pack_episode  # noqa: E402
+from taso_env.env.episode import run_episode  # noqa: E402
+from taso_env.env.policies import RandomPolicy  # noqa: E402
+from taso_env.env.rewrite_env import GraphRewriteEnv  # noqa: E402
+from taso_env.env.rollouts import RolloutMeta, pack_episode  # noqa: E402
 from worldmodel.checkpoints import build_mdnrnn, build_vae  # noqa: E402
 from worldmodel.dataset import EncodedEpisodes, EpisodeSet  # noqa: E402
 from worldmodel.graph_vae import GraphVAE, GraphVAEConfig  # noqa: E402

@@ -17,7 +17,7 @@ from worldmodel.graphs_tuple import batch_observations, to_graphs_tuple
 
 
 class ControllerAgent:
-    """A policy for `taso_env.episode.run_episode` (callable (obs, info, rng) -> action)."""
+    """A policy for `taso_env.env.episode.run_episode` (callable (obs, info, rng) -> action)."""
 
     def __init__(self, vae, mdnrnn, controller: Controller, location_head: LocationHead, env,
                  greedy: bool = True):

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 import taso_env as te
-from taso_env.env import GraphRewriteEnv, load_graph
-from taso_env.episode import run_episode
-from taso_env.onnx_check import check_equivalent, random_feeds
-from taso_env.policies import RandomPolicy
+from taso_env.env.episode import run_episode
+from taso_env.env.policies import RandomPolicy
+from taso_env.env.rewrite_env import GraphRewriteEnv, load_graph
+from taso_env.onnx.check import check_equivalent, random_feeds
 
 AGENTS = ("controller", "backtracking", "greedy", "random")
 
@@ -84,7 +84,7 @@ def training_env_steps(run_dir: Path | None) -> int | None:
     """Real-environment steps recorded in the run's rollouts (all that training used)."""
     if run_dir is None or not (run_dir / "rollouts.h5").exists():
         return None
-    from taso_env.rollouts import RolloutReader
+    from taso_env.env.rollouts import RolloutReader
 
     return RolloutReader(run_dir / "rollouts.h5").total_steps()
 
@@ -168,7 +168,7 @@ class _Measurer:
 
 def _cuda_backend():
     try:
-        from taso_env import cuda_backend
+        from taso_env.gpu import cuda_backend
     except ImportError:
         return None
     return _Measurer(cuda_backend) if cuda_backend.available() else None

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from controller.agent import ControllerAgent
 from controller.training import ControllerTrainConfig, load_controller, train_controller
-from taso_env.env import EnvConfig, GraphRewriteEnv
-from taso_env.episode import run_episode
-from taso_env.rollouts import RolloutReader, RolloutWriter, pack_episode
+from taso_env.env.episode import run_episode
+from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv
+from taso_env.env.rollouts import RolloutReader, RolloutWriter, pack_episode
 from worldmodel.checkpoints import load_mdnrnn, load_stage_config, load_vae
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"

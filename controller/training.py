@@ -23,8 +23,8 @@ from tqdm import tqdm
 from controller.location_head import LocationHead
 from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, PPOTrainer
-from taso_env.env import GraphRewriteEnv
-from taso_env.rollouts import RolloutReader, batch_graphs
+from taso_env.env.rewrite_env import GraphRewriteEnv
+from taso_env.env.rollouts import RolloutReader, batch_graphs
 from worldmodel.checkpoints import load_mdnrnn, load_vae
 from worldmodel.dream_env import Dream, DreamConfig
 from worldmodel.graphs_tuple import to_graphs_tuple

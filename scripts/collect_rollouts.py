@@ -7,14 +7,14 @@
 Episode i plays graphs[i % len(graphs)] with seed + i. Rerunning the same command resumes
 (a killed run loses at most the episodes in flight); `--restart` starts over. The
 settings are saved to runs/<name>/config.json, and a rerun with other settings is
-refused. The file layout is documented in taso_env/rollouts.py.
+refused. The file layout is documented in taso_env/env/rollouts.py.
 """
 
 import argparse
 import sys
 
-from taso_env.collection import POLICIES, CollectConfig, CollectionError, ConfigMismatchError, collect
-from taso_env.rollouts import RolloutFormatError
+from taso_env.env.collection import POLICIES, CollectConfig, CollectionError, ConfigMismatchError, collect
+from taso_env.env.rollouts import RolloutFormatError
 
 
 def main(argv=None) -> int:

@@ -20,8 +20,8 @@ import time
 import onnx
 
 import taso_env as te
-from taso_env.onnx_check import round_trip_check
-from taso_env.report import graph_summary, markdown_table
+from taso_env.engine.report import graph_summary, markdown_table
+from taso_env.onnx.check import round_trip_check
 
 
 def main(argv=None) -> int:

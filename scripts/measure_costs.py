@@ -19,7 +19,7 @@ import sys
 import time
 
 import taso_env as te
-from taso_env import cost_table, cuda_backend
+from taso_env.gpu import cost_table, cuda_backend
 
 
 def load(spec: str) -> te.Graph:

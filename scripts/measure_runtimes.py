@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import taso_env as te
-from taso_env import cuda_backend
-from taso_env.report import markdown_table
+from taso_env.engine.report import markdown_table
+from taso_env.gpu import cuda_backend
 
 
 def main(argv=None) -> int:

@@ -17,9 +17,9 @@ import sys
 import onnx
 
 import taso_env as te
-from taso_env.onnx_check import check_equivalent, random_feeds
-from taso_env.report import markdown_table
-from taso_env.search import METHODS
+from taso_env.engine.report import markdown_table
+from taso_env.engine.search import METHODS
+from taso_env.onnx.check import check_equivalent, random_feeds
 
 
 def main(argv=None) -> int:
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
 
     measured = {}
     if args.measure == "cuda":
-        from taso_env import cuda_backend
+        from taso_env.gpu import cuda_backend
 
         opaque = "host" if any(o.type == "Opaque" for o in graph.ops) else "error"
         for label, g in (("original", graph), ("optimised", result.graph)):

@@ -17,8 +17,8 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from taso_env.report import markdown_table  # noqa: E402
-from taso_env.rollouts import RolloutFormatError  # noqa: E402
+from taso_env.engine.report import markdown_table  # noqa: E402
+from taso_env.env.rollouts import RolloutFormatError  # noqa: E402
 from worldmodel.checkpoints import CheckpointNotFoundError, ConfigMismatchError, load_stage_config  # noqa: E402
 from worldmodel.mdnrnn import MDNRNNConfig  # noqa: E402
 from worldmodel.mdnrnn_training import MDNRNNTrainConfig, train_mdnrnn  # noqa: E402

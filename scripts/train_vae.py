@@ -16,8 +16,8 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from taso_env.report import markdown_table  # noqa: E402
-from taso_env.rollouts import RolloutFormatError, RolloutReader  # noqa: E402
+from taso_env.engine.report import markdown_table  # noqa: E402
+from taso_env.env.rollouts import RolloutFormatError, RolloutReader  # noqa: E402
 from worldmodel.checkpoints import ConfigMismatchError  # noqa: E402
 from worldmodel.dataset import DataConfig  # noqa: E402
 from worldmodel.graph_vae import GraphVAEConfig  # noqa: E402

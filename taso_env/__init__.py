@@ -8,17 +8,17 @@
 """
 
 from taso_env import errors, graphs, rules
-from taso_env.builder import GraphBuilder, Tensor
-from taso_env.cost_model import (
+from taso_env.engine.builder import GraphBuilder, Tensor
+from taso_env.engine.cost_model import (
     AnalyticCostModel,
     CostModel,
     device_profiles,
     get_cost_model,
     set_cost_model,
 )
-from taso_env.graph import Graph, OpInfo, TensorInfo, TensorRef
-from taso_env.onnx_import import load_onnx
-from taso_env.search import Candidate, SearchResult, optimize, search
+from taso_env.engine.graph import Graph, OpInfo, TensorInfo, TensorRef
+from taso_env.engine.search import Candidate, SearchResult, optimize, search
+from taso_env.onnx.importer import load_onnx
 
 __all__ = [
     "AnalyticCostModel",
@@ -49,14 +49,14 @@ try:
 except ImportError:  # pragma: no cover - engine-only installs
     _gymnasium = None
 if _gymnasium is not None and "taso_env/GraphRewrite-v0" not in _gymnasium.registry:
-    _gymnasium.register(id="taso_env/GraphRewrite-v0", entry_point="taso_env.env:GraphRewriteEnv")
+    _gymnasium.register(id="taso_env/GraphRewrite-v0", entry_point="taso_env.env.rewrite_env:GraphRewriteEnv")
 
 _ENV_NAMES = ("GraphRewriteEnv", "EnvConfig", "FlatCandidateActions", "InvalidActionError")
 
 
 def __getattr__(name):
     if name in _ENV_NAMES:
-        from taso_env import env
+        from taso_env.env import rewrite_env as env
 
         return getattr(env, name)
     raise AttributeError(f"module 'taso_env' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-# Declarations mirrored from the CUDA backend's headers (taso_env/csrc/cuda/).
+# Declarations mirrored from the CUDA backend's headers (taso_env/csrc/gpu/).
 from libc.stdint cimport int64_t, uint64_t
 from libcpp cimport bool
 from libcpp.string cimport string

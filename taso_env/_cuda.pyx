@@ -1,10 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Cython face of the CUDA backend (taso_env/csrc/cuda). Internal: use
-taso_env.cuda_backend.
+"""Cython face of the CUDA backend (taso_env/csrc/gpu). Internal: use
+taso_env.gpu.cuda_backend.
 
 Arrays cross the boundary as contiguous numpy arrays whose data pointer is handed to
 C++ (no numpy headers needed). C++ exceptions become the typed errors of
-taso_env.cuda_backend (CudaBackendError, UnsupportedGraphError) or taso_env.errors.
+taso_env.gpu.cuda_backend (CudaBackendError, UnsupportedGraphError) or taso_env.errors.
 """
 
 from cython.operator cimport dereference as deref
@@ -21,7 +21,8 @@ from taso_env._core cimport CoreGraph, TableModel
 
 cdef int raise_cuda_error() except -1:
     cdef pair[int, string] err = classify_cuda_exception()
-    from taso_env import cuda_backend, errors
+    from taso_env import errors
+    from taso_env.gpu import cuda_backend
     message = err.second.decode("utf-8", "replace")
     if err.first == 100:
         raise cuda_backend.CudaBackendError(message)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import taso_env as te
-from taso_env import _core, cost_table
-from taso_env.cost_model import CostModelError, TableCostModel, make_cost_model
-from taso_env.cost_table import CorruptCostTableError, CostTable, CostTableError, MissingTableError
+from taso_env import _core
+from taso_env.engine.cost_model import CostModelError, TableCostModel, make_cost_model
+from taso_env.gpu import cost_table
+from taso_env.gpu.cost_table import CorruptCostTableError, CostTable, CostTableError, MissingTableError
 
 DEVICE = "NVIDIA H100 80GB HBM3"
 
@@ -186,7 +187,7 @@ def test_search_and_candidates_run_on_the_table_model():
 
 
 def test_cuda_model_without_a_gpu_is_a_clear_error():
-    from taso_env import cuda_backend
+    from taso_env.gpu import cuda_backend
 
     if cuda_backend.available():
         pytest.skip("a GPU is available here")

@@ -12,10 +12,10 @@ import pytest
 from graph_fixtures import all_ops_graph
 
 import taso_env as te
-from taso_env import reference
+from taso_env.engine import reference
 
 _cuda = pytest.importorskip("taso_env._cuda", reason="the CUDA backend is not built here")
-from taso_env import cuda_backend as cb  # noqa: E402
+from taso_env.gpu import cuda_backend as cb  # noqa: E402
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not cb.available(), reason=str(cb.unavailable_reason()))]
@@ -123,8 +123,8 @@ def test_per_op_costs_are_measured_and_cached():
 
 
 def test_cuda_cost_model_measures_on_first_use_and_saves(tmp_path):
-    from taso_env import cost_table
-    from taso_env.cost_model import make_cost_model
+    from taso_env.engine.cost_model import make_cost_model
+    from taso_env.gpu import cost_table
 
     path = tmp_path / "costs.h5"
     model = make_cost_model(f"cuda:fp32:{path}")

@@ -7,10 +7,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import taso_env as te
-from taso_env import features
-from taso_env.env import EnvConfig, FlatCandidateActions, GraphRewriteEnv, InvalidActionError
-from taso_env.episode import run_episode
-from taso_env.policies import GreedyPolicy, RandomPolicy
+from taso_env.env import features
+from taso_env.env.episode import run_episode
+from taso_env.env.policies import GreedyPolicy, RandomPolicy
+from taso_env.env.rewrite_env import EnvConfig, FlatCandidateActions, GraphRewriteEnv, InvalidActionError
 
 
 @pytest.mark.parametrize("graph", ["squeezenet", "nasrnn", "data/models/resnet18.onnx",
@@ -171,7 +171,7 @@ def test_flat_candidate_wrapper():
 
 
 def test_random_xfer_best_location_policy_takes_the_best_location_of_a_valid_xfer():
-    from taso_env.policies import make_policy
+    from taso_env.env.policies import make_policy
 
     env = GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=5)
     policy = make_policy("random_best_location", env)

@@ -5,7 +5,7 @@ import pytest
 from graph_fixtures import all_ops_graph
 
 import taso_env as te
-from taso_env.onnx_check import round_trip_check
+from taso_env.onnx.check import round_trip_check
 
 
 def _compare(g: te.Graph):

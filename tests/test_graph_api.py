@@ -97,7 +97,8 @@ def test_with_weights_validates_names_and_shapes():
 
 
 def test_every_op_type_has_a_schema_and_reference_implementation():
-    from taso_env import _core, reference
+    from taso_env import _core
+    from taso_env.engine import reference
 
     modelled = set(_core.list_op_types()) - {"Opaque"}
     assert modelled <= reference.supported_op_types()

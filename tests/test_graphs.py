@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import taso_env as te
-from taso_env import dtypes, reference
+from taso_env import dtypes
+from taso_env.engine import reference
 from taso_env.graphs import names
 from taso_env.graphs.nasbench import DEFAULT_CELL, validate_cell, vertex_channels
 

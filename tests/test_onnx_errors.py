@@ -8,8 +8,9 @@ from conftest import MODELS
 from onnx import TensorProto, helper
 
 import taso_env as te
-from taso_env import errors, reference
-from taso_env.onnx_check import check_equivalent, random_feeds
+from taso_env import errors
+from taso_env.engine import reference
+from taso_env.onnx.check import check_equivalent, random_feeds
 
 
 def _model(nodes, inputs, outputs, initializers=(), value_info=(), opsets=(("", 17),)):

@@ -7,8 +7,8 @@ import pytest
 from conftest import MODEL_FILES, MODELS
 
 import taso_env as te
-from taso_env import reference
-from taso_env.onnx_check import check_equivalent, random_feeds, run_onnxruntime
+from taso_env.engine import reference
+from taso_env.onnx.check import check_equivalent, random_feeds, run_onnxruntime
 
 
 @pytest.mark.parametrize("filename", MODEL_FILES)

@@ -49,7 +49,7 @@ def test_dream_env_never_touches_the_real_env(smoke_run):
     import tensorflow as tf  # noqa: F401
     from gymnasium.utils.env_checker import check_env
 
-    from taso_env.env import GraphRewriteEnv
+    from taso_env.env.rewrite_env import GraphRewriteEnv
     from worldmodel.checkpoints import load_mdnrnn, load_vae
     from worldmodel.dream_env import Dream, DreamConfig, DreamEnv
 

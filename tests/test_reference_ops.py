@@ -19,7 +19,8 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from taso_env import reference
+from taso_env.engine import reference, reference_ops
+from taso_env.engine.reference import execute_op
 from taso_env.errors import (
     ExecutionError,
     MissingFeedError,
@@ -27,7 +28,6 @@ from taso_env.errors import (
     ShapeError,
     UnsupportedOpError,
 )
-from taso_env.reference import execute_op
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -162,8 +162,8 @@ def test_unary(op):
 @pytest.mark.parametrize("use_scipy", [True, False])
 def test_gelu(shape, use_scipy, monkeypatch):
     if not use_scipy:  # exercise the rational-approximation fallback
-        monkeypatch.setattr(reference, "_scipy_erf", None)
-    elif reference._scipy_erf is None:
+        monkeypatch.setattr(reference_ops, "_scipy_erf", None)
+    elif reference_ops._scipy_erf is None:
         pytest.skip("scipy is not installed")
     rng = np.random.default_rng(6)
     x = _rand(rng, shape) * 4
@@ -173,7 +173,7 @@ def test_gelu(shape, use_scipy, monkeypatch):
 def test_erf_fallback_accuracy():
     x = np.concatenate([np.linspace(-6, 6, 20001), [0.0, 1e-9, -1e-9, 0.4999, 0.5, 30.0]])
     want = np.array([math.erf(v) for v in x])
-    got = reference._erf_fallback(x)
+    got = reference_ops._erf_fallback(x)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, want, rtol=2e-7, atol=2e-7)
 

@@ -1,4 +1,4 @@
-"""The rollout file (taso_env/rollouts.py) and its collection (taso_env/collection.py):
+"""The rollout file (taso_env/env/rollouts.py) and its collection (taso_env/env/collection.py):
 round trip against the env, batching, sequences, typed errors, resume and SIGKILL."""
 
 import os
@@ -13,10 +13,10 @@ import h5py
 import numpy as np
 import pytest
 
-from taso_env.collection import CollectConfig, ConfigMismatchError, collect, make_env
-from taso_env.episode import run_episode
-from taso_env.policies import make_policy
-from taso_env.rollouts import (
+from taso_env.env.collection import CollectConfig, ConfigMismatchError, collect, make_env
+from taso_env.env.episode import run_episode
+from taso_env.env.policies import make_policy
+from taso_env.env.rollouts import (
     RolloutBusyError,
     RolloutFormatError,
     RolloutReader,

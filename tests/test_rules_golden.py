@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import taso_env as te
-from taso_env import reference
-from taso_env.onnx_check import random_feeds
+from taso_env.engine import reference
+from taso_env.onnx.check import random_feeds
 
 
 def _apply_named(g: te.Graph, name: str) -> te.Graph:

@@ -6,7 +6,7 @@ import pytest
 from conftest import MODEL_FILES, MODELS
 
 import taso_env as te
-from taso_env.onnx_check import check_equivalent, random_feeds
+from taso_env.onnx.check import check_equivalent, random_feeds
 
 
 def _fire_module() -> te.Graph:

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from taso_env.collection import CollectConfig, collect
-from taso_env.env import GraphRewriteEnv
-from taso_env.episode import run_episode
-from taso_env.features import NUM_OP_TYPES
-from taso_env.policies import RandomPolicy
-from taso_env.rollouts import RolloutReader
+from taso_env.env.collection import CollectConfig, collect
+from taso_env.env.episode import run_episode
+from taso_env.env.features import NUM_OP_TYPES
+from taso_env.env.policies import RandomPolicy
+from taso_env.env.rewrite_env import GraphRewriteEnv
+from taso_env.env.rollouts import RolloutReader
 from worldmodel import (
     MDNRNN,
     GraphVAE,

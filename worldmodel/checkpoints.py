@@ -22,8 +22,8 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
 from taso_env.errors import TasoEnvError
-from taso_env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
 from worldmodel.graph_vae import GraphVAE, GraphVAEConfig
 from worldmodel.graphs_tuple import batch_observations, to_graphs_tuple
 from worldmodel.mdnrnn import MDNRNN, MDNRNNConfig

@@ -8,7 +8,7 @@ and z sequences for M.
 
 An `EpisodeSet` keeps the observations of its episodes in memory, compactly: the one-hot
 op type of each node row is stored as one int8 (a node row is NUM_OP_TYPES one-hot
-columns followed by a few real-valued ones, taso_env/features.py). On squeezenet,
+columns followed by a few real-valued ones, taso_env/env/features.py). On squeezenet,
 resnet50, inception_v3 and bert_base that is ~15 KB per observation (V's targets
 included), a quarter of the unpadded float32 rows: 100,000 steps fit in 1.5 GB.
 
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from taso_env.features import GLOBAL_DIM, NODE_DIM, NUM_OP_TYPES
-from taso_env.rollouts import RolloutReader
+from taso_env.env.features import GLOBAL_DIM, NODE_DIM, NUM_OP_TYPES
+from taso_env.env.rollouts import RolloutReader
 from worldmodel.targets import TARGET_KEYS, batch_targets
 
 
@@ -93,7 +93,7 @@ class EpisodeSet:
     @classmethod
     def from_episodes(cls, episodes: Sequence[tuple[int, dict]]) -> EpisodeSet:
         """From (episode id, arrays) pairs; arrays use the field paths of the rollout
-        file (taso_env/rollouts.py), e.g. RolloutReader.episode(i).arrays.
+        file (taso_env/env/rollouts.py), e.g. RolloutReader.episode(i).arrays.
 
         Raises:
             ValueError: no episodes, or node rows that are not one-hot in the op type.
@@ -232,7 +232,7 @@ def load_splits(path: str, config: DataConfig, *, expected_rule_set_hash: str | 
 def _cache_key(path: str, ids: Sequence[int], config: DataConfig) -> str:
     """Hash of the config and of every episode file's id, size and modification time
     (episode files are written once, atomically: a rewrite changes its time)."""
-    folder = path + ".episodes"  # the layout of taso_env/rollouts.py
+    folder = path + ".episodes"  # the layout of taso_env/env/rollouts.py
     stats = []
     for i in ids:
         st = os.stat(os.path.join(folder, f"episode_{i}.h5"))

@@ -35,7 +35,7 @@ import sonnet as snt
 import tensorflow as tf
 from graph_nets import blocks, graphs, modules
 
-from taso_env.features import NUM_OP_TYPES
+from taso_env.env.features import NUM_OP_TYPES
 
 # Bounds of log sigma: below -7 the KL gradient explodes, above 2 z is noise.
 _LOG_SIGMA_MIN, _LOG_SIGMA_MAX = -7.0, 2.0

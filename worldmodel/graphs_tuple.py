@@ -1,6 +1,6 @@
 """Observations as graph_nets GraphsTuples: batching, conversion and tf.function specs.
 
-The one thin layer between rlflow's observation format (taso_env/features.py) and
+The one thin layer between rlflow's observation format (taso_env/env/features.py) and
 graph_nets. A *batch dict* is graph_nets' batched format in numpy:
 
     nodes      float32 [N, NODE_DIM]   the real node rows of every graph, concatenated
@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 from graph_nets import graphs
 
-from taso_env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
+from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
 
 BATCH_FIELDS = ("nodes", "edges", "senders", "receivers", "globals", "n_node", "n_edge")
 
@@ -32,7 +32,7 @@ def batch_observations(observations: Sequence[Mapping[str, np.ndarray]]) -> dict
     """Concatenates observations (padded or not) into one batch dict.
 
     Args:
-        observations: dicts in the format of taso_env/features.py; rows at or beyond
+        observations: dicts in the format of taso_env/env/features.py; rows at or beyond
             `n_node` / `n_edge` are padding and are dropped.
 
     Returns:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from taso_env.features import CONSTANT_COLUMN, NUM_OP_TYPES, OP_TYPES
+from taso_env.env.features import CONSTANT_COLUMN, NUM_OP_TYPES, OP_TYPES
 from worldmodel.graphs_tuple import batch_observations
 
 TARGET_KEYS = ("cost", "histogram", "counts", "mask")

@@ -17,7 +17,7 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
-from taso_env.features import NUM_OP_TYPES
+from taso_env.env.features import NUM_OP_TYPES
 from worldmodel import checkpoints, evaluation, summaries
 from worldmodel.dataset import DataConfig, EpisodeSet, check_rule_count, load_splits
 from worldmodel.graph_vae import GraphVAE, GraphVAEConfig

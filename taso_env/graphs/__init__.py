@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from taso_env.graph import Graph
+from taso_env.engine.graph import Graph
 
 _BUILDERS: dict[str, Callable[..., Graph]] = {}
 

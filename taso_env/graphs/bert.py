@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from taso_env import dtypes
-from taso_env.builder import GraphBuilder
-from taso_env.graph import Graph
+from taso_env.engine.builder import GraphBuilder
+from taso_env.engine.graph import Graph
 from taso_env.graphs import register
 from taso_env.graphs.blocks import attention_scale, post_norm_encoder_layer
 

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from taso_env.builder import GraphBuilder, Tensor
+from taso_env.engine.builder import GraphBuilder, Tensor
 
 
 # ------------------------------------------------------------------------------ CNNs

@@ -25,8 +25,8 @@ channels plus one bias per folded conv channel).
 
 from __future__ import annotations
 
-from taso_env.builder import GraphBuilder, Tensor
-from taso_env.graph import Graph
+from taso_env.engine.builder import GraphBuilder, Tensor
+from taso_env.engine.graph import Graph
 from taso_env.graphs import register
 from taso_env.graphs.blocks import classifier, conv_relu
 

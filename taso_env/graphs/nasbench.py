@@ -39,8 +39,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from taso_env.builder import GraphBuilder, Tensor
-from taso_env.graph import Graph
+from taso_env.engine.builder import GraphBuilder, Tensor
+from taso_env.engine.graph import Graph
 from taso_env.graphs import register
 from taso_env.graphs.blocks import conv_bn
 

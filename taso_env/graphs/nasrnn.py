@@ -22,8 +22,8 @@ weight matrices [512, 512] are shared by all steps (`share_weights=True`, a real
 
 from __future__ import annotations
 
-from taso_env.builder import GraphBuilder, Tensor
-from taso_env.graph import Graph
+from taso_env.engine.builder import GraphBuilder, Tensor
+from taso_env.engine.graph import Graph
 from taso_env.graphs import register
 
 

@@ -24,7 +24,7 @@ same structural hash as `resnet50`).
 
 from __future__ import annotations
 
-from taso_env.graph import Graph
+from taso_env.engine.graph import Graph
 from taso_env.graphs import register
 from taso_env.graphs.resnet import resnet_network
 

@@ -21,8 +21,8 @@ has no BatchNorm here).
 
 from __future__ import annotations
 
-from taso_env.builder import GraphBuilder, Tensor
-from taso_env.graph import Graph
+from taso_env.engine.builder import GraphBuilder, Tensor
+from taso_env.engine.graph import Graph
 from taso_env.graphs import register
 from taso_env.graphs.blocks import conv_relu
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from taso_env import reference
-from taso_env.builder import GraphBuilder
-from taso_env.graph import Graph
+from taso_env.engine import reference
+from taso_env.engine.builder import GraphBuilder
+from taso_env.engine.graph import Graph
 from taso_env.rules import RuleSet
 
 

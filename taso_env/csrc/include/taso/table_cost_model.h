@@ -1,5 +1,5 @@
 // The measured cost model: a table of op costs (ms) keyed by op signature, measured on
-// a GPU (taso_env/csrc/cuda) and stored in HDF5 (taso_env/cost_table.py). Ops missing
+// a GPU (taso_env/csrc/gpu) and stored in HDF5 (taso_env/gpu/cost_table.py). Ops missing
 // from the table fall back to the analytic roofline, scaled per op type by how the
 // measured entries compare with it, and are counted. A "measurer" callback, when set,
 // measures a missing op instead (the `cuda` cost model) and stores the result.

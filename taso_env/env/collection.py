@@ -9,7 +9,7 @@ policy seeded the same way, so it does not depend on which worker ran it or on w
 the run was interrupted: a resumed run collects exactly the episodes an uninterrupted
 one would have, and only those still missing. Workers (spawned processes) pull episode
 ids from a task queue and send packed episodes back; the parent is the single writer
-(taso_env.rollouts.RolloutWriter). Workers die with the parent, even on SIGKILL.
+(taso_env.env.rollouts.RolloutWriter). Workers die with the parent, even on SIGKILL.
 
 The run's settings are saved as the "collect" section of `runs/<name>/config.json`; a
 rerun with different data-defining settings is refused (ConfigMismatchError) unless it
@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass, fields
 
 from tqdm import tqdm
 
-from taso_env.episode import run_episode
+from taso_env.env.episode import run_episode
+from taso_env.env.rollouts import RolloutMeta, RolloutWriter, pack_episode
 from taso_env.errors import TasoEnvError
-from taso_env.rollouts import RolloutMeta, RolloutWriter, pack_episode
 
 POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy")
 RESUMABLE_FIELDS = ("workers", "episodes", "out")  # may differ on a resumed run
@@ -61,7 +61,7 @@ class CollectConfig:
         episodes: episode ids 0..episodes-1 are collected.
         out: the rollout index file, runs/<name>/rollouts.h5.
         policy: "random", "random_best_location", "greedy" or "epsilon_greedy"
-            (taso_env.policies).
+            (taso_env.env.policies).
         workers: worker processes; 0 plays in this process.
         horizon / cost_model / max_locations: the env's settings (EnvConfig).
         seed: episode i uses seed + i.
@@ -110,7 +110,7 @@ class CollectResult:
 
 def make_env(cfg: CollectConfig):
     """The GraphRewriteEnv every worker plays in."""
-    from taso_env.env import EnvConfig, GraphRewriteEnv
+    from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv
 
     env_cfg = EnvConfig(graphs=cfg.graphs, horizon=cfg.horizon, cost_model=cfg.cost_model,
                         max_locations=cfg.max_locations)
@@ -119,7 +119,7 @@ def make_env(cfg: CollectConfig):
 
 def make_collect_policy(cfg: CollectConfig, env):
     """The policy named by cfg.policy with its settings."""
-    from taso_env.policies import make_policy
+    from taso_env.env.policies import make_policy
 
     kwargs = {"random": {"stop_prob": cfg.stop_prob}, "random_best_location": {"stop_prob": cfg.stop_prob},
               "greedy": {},

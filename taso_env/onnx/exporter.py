@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from taso_env import dtypes, errors
-from taso_env.graph import Graph, OpInfo, TensorRef
+from taso_env.engine.graph import Graph, OpInfo, TensorRef
 
 MIN_OPSET = 17
 GELU_OPSET = 20

@@ -34,7 +34,7 @@ import numpy as np
 from gymnasium import spaces
 
 from taso_env import _core
-from taso_env.graph import Graph
+from taso_env.engine.graph import Graph
 
 OP_TYPES: tuple[str, ...] = tuple(_core.list_op_types())
 NUM_OP_TYPES = len(OP_TYPES)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from taso_env import _core, dtypes
-from taso_env.graph import Graph, TensorRef
+from taso_env.engine.graph import Graph, TensorRef
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
 

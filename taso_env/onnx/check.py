@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from taso_env.graph import Graph
+from taso_env.engine.graph import Graph
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,8 @@ def round_trip_check(graph: Graph, source: onnx.ModelProto | None = None, *, see
     export is run in onnxruntime against `source` when given (the model `graph` was
     loaded from), else against the numpy reference executor on the graph itself.
     """
-    from taso_env import reference
-    from taso_env.onnx_import import load_onnx
+    from taso_env.engine import reference
+    from taso_env.onnx.importer import load_onnx
 
     exported = graph.export_onnx()
     lowered = any(o.type == "Enlarge" or o.attrs.get("activation", 0) for o in graph.ops)

@@ -4,7 +4,7 @@
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(np.array([xfer, location]))
 
-- Observation: the current graph as padded graph-net arrays (taso_env/features.py).
+- Observation: the current graph as padded graph-net arrays (taso_env/env/features.py).
 - Action: `(xfer, location)`. `xfer` in [0, n_rules) is a rule id (te.rules.names());
   `xfer == n_rules` is **stop**. `location` indexes that rule's candidates in the order
   `Graph.candidates()` lists them (at most `max_locations` per rule).
@@ -31,13 +31,14 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from taso_env import features, graphs
+from taso_env import graphs
 from taso_env import rules as rules_module
-from taso_env.cost_model import make_cost_model
+from taso_env.engine.cost_model import make_cost_model
+from taso_env.engine.graph import Graph
+from taso_env.engine.search import Candidate
+from taso_env.env import features
 from taso_env.errors import TasoEnvError
-from taso_env.graph import Graph
-from taso_env.onnx_import import load_onnx
-from taso_env.search import Candidate
+from taso_env.onnx.importer import load_onnx
 
 
 class InvalidActionError(TasoEnvError, ValueError):

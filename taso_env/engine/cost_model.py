@@ -2,12 +2,12 @@
 
 - `analytic[:profile]` — roofline per op from FLOPs and bytes moved against a device
   profile (peak FLOP/s, memory bandwidth, launch overhead). Deterministic; the default
-  (H100, strict fp32). Implemented in C++ (`taso_env/csrc/src/cost_model.cc`).
+  (H100, strict fp32). Implemented in C++ (`taso_env/csrc/engine/cost_model.cc`).
 - `table:<path.h5>` — measured op costs replayed from an HDF5 cost table
-  (`taso_env.cost_table`), keyed by op signature; misses fall back to the analytic
+  (`taso_env.gpu.cost_table`), keyed by op signature; misses fall back to the analytic
   model (scaled per op type to the table) and are counted (`misses`).
 - `cuda[:fp32|tf32][:<path.h5>]` — measures each op configuration on the GPU on first
-  use (CUDA backend, `taso_env.cuda_backend`), caches it in its table and writes the
+  use (CUDA backend, `taso_env.gpu.cuda_backend`), caches it in its table and writes the
   table to `<path.h5>` on `save()`. Strict fp32 unless tf32 is named.
 
 `set_cost_model(spec)` chooses the model that `Graph.cost()` uses when none is passed.
@@ -23,7 +23,7 @@ from taso_env import _core
 from taso_env.errors import TasoEnvError
 
 if TYPE_CHECKING:
-    from taso_env.graph import Graph
+    from taso_env.engine.graph import Graph
 
 
 class CostModelError(ValueError):
@@ -79,7 +79,7 @@ class TableCostModel(CostModel):
 
     def __init__(self, table, *, device: str | None = None, math: str | None = None,
                  profile: str | None = None):
-        from taso_env import cost_table
+        from taso_env.gpu import cost_table
 
         if not isinstance(table, cost_table.CostTable):
             path = str(table)
@@ -121,7 +121,7 @@ class TableCostModel(CostModel):
 
     def to_table(self):
         """The model's entries (measured ones included) as a `CostTable`."""
-        from taso_env import cost_table
+        from taso_env.gpu import cost_table
 
         t = cost_table.CostTable(self.device, self.math)
         for sig, ms, analytic in self._model.entries():
@@ -138,7 +138,7 @@ class CudaCostModel(TableCostModel):
     """
 
     def __init__(self, math: str = "fp32", path: str | None = None):
-        from taso_env import cost_table, cuda_backend
+        from taso_env.gpu import cost_table, cuda_backend
 
         cuda_backend.require()
         device = cuda_backend.device_name()
@@ -160,7 +160,7 @@ class CudaCostModel(TableCostModel):
 
     def save(self, path: str | None = None) -> str:
         """Writes the table to `path` (default: the model's path); returns the path."""
-        from taso_env import cost_table
+        from taso_env.gpu import cost_table
 
         path = path or self.path
         if not path:

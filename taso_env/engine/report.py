@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from taso_env.graph import Graph
+from taso_env.engine.graph import Graph
 
 
 def graph_summary(graph: Graph) -> dict:

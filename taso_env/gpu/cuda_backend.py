@@ -1,7 +1,7 @@
 """The CUDA backend's Python face: run graphs on the GPU, measure them end to end, and
 measure op configurations for the `table` / `cuda` cost models.
 
-    from taso_env import cuda_backend as cb
+    from taso_env.gpu import cuda_backend as cb
     if cb.available():
         out = cb.run(graph, feeds)                     # {output name: array}
         m = cb.measure(graph)                          # Measurement(median_ms=...)
@@ -32,7 +32,7 @@ import numpy as np
 from taso_env.errors import MissingFeedError, TasoEnvError, UnsupportedOpError
 
 if TYPE_CHECKING:
-    from taso_env.graph import Graph
+    from taso_env.engine.graph import Graph
 
 MATH_MODES = ("fp32", "tf32")
 #: Op types allowed upstream of a host-evaluated opaque op when measuring.
@@ -184,10 +184,10 @@ class Executor:
                                        f"dtype {info.np_dtype})")
             self._ex.set_source(op.name, np.asarray(feeds[op.name], dtype=op.outputs[0].np_dtype))
         if self.opaque_ids:
-            from taso_env import reference
+            from taso_env.engine import reference
 
             refs = [(i, k) for i in self.opaque_ids for k in range(len(self.graph.ops[i].outputs))]
-            from taso_env.graph import TensorRef
+            from taso_env.engine.graph import TensorRef
 
             host = reference.run(self.graph, {**self._weights, **feeds}, outputs=[TensorRef(*r) for r in refs])
             for (i, k), ref in zip(refs, host):

@@ -26,7 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from taso_env import _core, dtypes, errors
-from taso_env.graph import Graph
+from taso_env.engine.graph import Graph
 
 # ONNX Conv/Gemm/... converters return (op_type, data inputs, attrs) or None when the
 # node's configuration is not one the core models (it then loads as an opaque op).

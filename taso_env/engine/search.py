@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from taso_env import _core
 from taso_env import rules as rules_module
-from taso_env.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
-from taso_env.graph import Graph
+from taso_env.engine.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
+from taso_env.engine.graph import Graph
 
 METHODS = ("greedy", "backtracking", "exhaustive")
 

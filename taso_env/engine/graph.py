@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from taso_env import _core, dtypes
-from taso_env.cost_model import CostModel, get_cost_model, make_cost_model
+from taso_env.engine.cost_model import CostModel, get_cost_model, make_cost_model
 
 
 class TensorRef(NamedTuple):
@@ -252,14 +252,14 @@ class Graph:
 
     # -- rewriting ---------------------------------------------------------------------
     def candidates(self, rule_id: int | None = None, *, rules=None, model=None) -> list:
-        """Every valid (rule, location) with its estimated cost delta; see taso_env.search."""
-        from taso_env.search import candidates
+        """Every valid (rule, location) with its estimated cost delta; see taso_env.engine.search."""
+        from taso_env.engine.search import candidates
 
         return candidates(self, rule_id, rules=rules, model=model)
 
     def apply(self, candidate, *, rules=None) -> Graph:
         """A new graph with `candidate` applied (this graph is unchanged)."""
-        from taso_env.search import apply
+        from taso_env.engine.search import apply
 
         return apply(self, candidate, rules=rules)
 
@@ -271,7 +271,7 @@ class Graph:
         marked `doc_string="weight: ..."`, as in the shape-only source models. Returns the
         `onnx.ModelProto`; writes it to `path` when given.
         """
-        from taso_env.onnx_export import export_onnx
+        from taso_env.onnx.exporter import export_onnx
 
         return export_onnx(self, path, opset=opset)
 
