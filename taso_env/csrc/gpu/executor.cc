@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "fusion.h"
 #include "kernels.h"
 #include "taso/cost_model.h"
 #include "taso/errors.h"
@@ -68,6 +69,8 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (op.type == OpType::kBatchNorm && op.inputs.size() > 4) positive[op.inputs[4].op] = 1;
   }
   std::vector<char> constant = constant_ops(graph_);
+  const FusionPlan fusion = plan_conv_fusions(graph_, needed, host_fed, constant);
+  fused_ops_ = fusion.fused_ops;
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
     if (!needed[id]) continue;
@@ -84,9 +87,16 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
       }
       continue;
     }
+    if (fusion.skip[id]) continue;
     std::vector<void*> in, out;
-    for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
     for (size_t k = 0; k < op.outputs.size(); ++k) out.push_back(tensor_ptr({id, static_cast<int>(k)}));
+    if (const ConvFusion& f = fusion.at[id]; f.conv >= 0) {
+      for (const TensorRef& r : graph_.op(f.conv).inputs) in.push_back(tensor_ptr(r));
+      steps_.push_back(compile_fused_conv(graph_, f.conv, in, f.residual ? tensor_ptr(f.residual_ref) : nullptr,
+                                          out[0], f.activation, options_.math, *res_));
+      continue;
+    }
+    for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
     Step step = compile_op(graph_, id, in, out, options_.math, *res_);
     (constant[id] ? const_steps_ : steps_).push_back(std::move(step));
   }

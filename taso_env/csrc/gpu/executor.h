@@ -79,6 +79,8 @@ class Executor {
 
   // Number of steps run per execution (compute ops not folded or host-fed).
   int num_steps() const { return static_cast<int>(steps_.size()); }
+  // Ops folded into a convolution's epilogue by the executor (fusion.h).
+  int fused_ops() const { return fused_ops_; }
   size_t arena_bytes() const { return arena_.bytes(); }
   MathMode math() const { return options_.math; }
 
@@ -97,6 +99,7 @@ class Executor {
   std::vector<Step> const_steps_;
   std::vector<Step> steps_;
   bool constants_dirty_ = true;
+  int fused_ops_ = 0;
   cudaGraph_t cuda_graph_ = nullptr;
   cudaGraphExec_t cuda_graph_exec_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
@@ -106,6 +109,10 @@ class Executor {
 // (device pointers into the arena). Throws UnsupportedGraphError naming the op.
 Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& inputs,
                 const std::vector<void*>& outputs, MathMode math, StepResources& res);
+// Compiles Conv2D op `conv_id` with an epilogue folded in by the executor: y =
+// act(conv + bias + residual) written to `output` (residual may be null).
+Step compile_fused_conv(const Graph& graph, int conv_id, const std::vector<void*>& inputs, const void* residual,
+                        void* output, int activation, MathMode math, StepResources& res);
 
 }  // namespace cuda
 }  // namespace taso

@@ -200,11 +200,12 @@ __device__ inline float activate(float v, int act) {
   }
 }
 
-__global__ void bias_act_kernel(float* y, const float* bias, int64_t total, int64_t channels, int64_t inner,
-                                int act) {
+__global__ void bias_act_kernel(float* y, const float* bias, const float* residual, int64_t total, int64_t channels,
+                                int64_t inner, int act) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
     float v = y[i];
     if (bias) v += bias[(i / inner) % channels];
+    if (residual) v += residual[i];
     y[i] = activate(v, act);
   }
 }
@@ -371,10 +372,10 @@ void launch_random_fill(int dtype, void* y, int64_t n, uint64_t seed, float scal
   check_launch("random fill kernel");
 }
 
-void launch_bias_activation(float* y, const float* bias, int64_t total, int64_t channels, int64_t inner, int act,
-                            cudaStream_t s) {
-  if (total == 0 || (!bias && act == 0)) return;
-  bias_act_kernel<<<grid_for(total), kThreads, 0, s>>>(y, bias, total, channels, inner, act);
+void launch_bias_activation(float* y, const float* bias, const float* residual, int64_t total, int64_t channels,
+                            int64_t inner, int act, cudaStream_t s) {
+  if (total == 0 || (!bias && !residual && act == 0)) return;
+  bias_act_kernel<<<grid_for(total), kThreads, 0, s>>>(y, bias, residual, total, channels, inner, act);
   check_launch("bias/activation kernel");
 }
 

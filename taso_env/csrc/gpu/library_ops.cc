@@ -1,12 +1,16 @@
 // cuDNN and cuBLAS ops (see library_ops.h).
 #include "library_ops.h"
 
+#include "taso/types.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <sstream>
 
 namespace taso {
 namespace cuda {
@@ -18,13 +22,47 @@ std::string dims_str(const std::vector<int64_t>& v) {
   return out;
 }
 
-std::map<std::string, ConvAlgo>& conv_cache() {
-  static std::map<std::string, ConvAlgo> cache;
-  return cache;
-}
 std::mutex& conv_cache_mutex() {
   static std::mutex m;
   return m;
+}
+
+// RLFLOW_CONV_ALGO_CACHE: a file of tab-separated lines "key algo math fused workspace ms"
+// read on first use and appended to on each new choice (keys name the device and cuDNN).
+const char* cache_file() {
+  const char* p = std::getenv("RLFLOW_CONV_ALGO_CACHE");
+  return p && *p ? p : nullptr;
+}
+
+std::map<std::string, ConvAlgo>& conv_cache() {
+  static std::map<std::string, ConvAlgo> cache = [] {
+    std::map<std::string, ConvAlgo> c;
+    const char* path = cache_file();
+    if (!path) return c;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string key;
+      int algo = 0, math = 0, fused = 0;
+      size_t ws = 0;
+      float ms = 0;
+      if (!std::getline(ls, key, '\t') || !(ls >> algo >> math >> fused >> ws >> ms)) continue;
+      if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) continue;
+      c[key] = {static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math), ws, ms,
+                fused != 0};
+    }
+    return c;
+  }();
+  return cache;
+}
+
+void save_choice(const std::string& key, const ConvAlgo& a) {
+  const char* path = cache_file();
+  if (!path) return;
+  std::ofstream out(path, std::ios::app);
+  out << key << '\t' << static_cast<int>(a.algo) << ' ' << static_cast<int>(a.math) << ' ' << (a.fused ? 1 : 0)
+      << ' ' << a.workspace << ' ' << a.ms << '\n';
 }
 
 void set_nchw(cudnnTensorDescriptor_t d, const std::vector<int64_t>& s) {
@@ -86,63 +124,137 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
     throw CudaError("cuDNN computes a convolution output of " + std::to_string(on) + "x" + std::to_string(oc) + "x" +
                     std::to_string(oh) + "x" + std::to_string(ow) + ", the graph says " + dims_str(cfg.y));
 
-  std::string key = "x" + dims_str(xin) + "|w" + dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," +
-                    std::to_string(pad_w) + "|s" + dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" +
-                    std::to_string(cfg.group) + "|f32|" + math_mode_name(cfg.math);
+  if (cfg.bias) {
+    RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&b_desc_));
+    RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(b_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                            static_cast<int>(cfg.y[1]), 1, 1));
+    RLFLOW_CUDNN(cudnnCreateActivationDescriptor(&act_desc_));
+    RLFLOW_CUDNN(cudnnSetActivationDescriptor(
+        act_desc_, cfg.activation == kActRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+        CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(xin) + "|w" +
+                    dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
+                    dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
+                    "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
+                    std::to_string(cfg.activation) + "|f32|" + math_mode_name(cfg.math);
+  bool cached = false;
   {
     std::lock_guard<std::mutex> lock(conv_cache_mutex());
     auto it = conv_cache().find(key);
     if (it != conv_cache().end()) {
       algo_ = it->second;
-    } else {
-      const size_t limit = size_t(1) << 30;
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      int returned = 0;
-      // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
-      const char* find_env = std::getenv("RLFLOW_CUDNN_FIND");
-      if (find_env && std::string(find_env) == "0")
-        RLFLOW_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
-      else
-        RLFLOW_CUDNN(cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
-      // Strict fp32: an algorithm timed with FMA math first; else one of the others run
-      // with FMA math forced (never TF32), if cuDNN accepts it so.
-      bool found = false;
-      for (int pass = 0; pass < 2 && !found; ++pass)
-        for (int i = 0; i < returned && !found; ++i) {
-          if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit) continue;
-          if (strict && pass == 0 && perf[i].mathType != CUDNN_FMA_MATH) continue;
-          if (!strict && pass == 1) continue;
-          cudnnMathType_t math = strict ? CUDNN_FMA_MATH : perf[i].mathType;
-          size_t ws = 0;
-          if (cudnnSetConvolutionMathType(conv_desc_, math) != CUDNN_STATUS_SUCCESS ||
-              cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                      perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
-            continue;
-          algo_ = {perf[i].algo, math, ws, perf[i].time};
-          found = true;
-        }
-      if (!found) {  // the always-available implicit GEMM
-        algo_.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-        algo_.math = strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
-      }
-      RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
-      RLFLOW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                           algo_.algo, &algo_.workspace));
-      conv_cache()[key] = algo_;
+      cached = true;
     }
   }
-  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
-  // cuDNN fuses bias + ReLU for any algorithm (identity only with IMPLICIT_PRECOMP_GEMM).
-  fused_ = cfg.bias && cfg.activation == 1;
-  if (fused_) {
-    RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&b_desc_));
-    RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(b_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                            static_cast<int>(cfg.y[1]), 1, 1));
-    RLFLOW_CUDNN(cudnnCreateActivationDescriptor(&act_desc_));
-    RLFLOW_CUDNN(cudnnSetActivationDescriptor(act_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  if (!cached) {
+    // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
+    const char* find_env = std::getenv("RLFLOW_CUDNN_FIND");
+    algo_ = find_env && std::string(find_env) == "0" ? heuristic() : tune(xin);
+    std::lock_guard<std::mutex> lock(conv_cache_mutex());
+    conv_cache()[key] = algo_;
+    if (algo_.ms > 0) save_choice(key, algo_);
   }
+  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
+  size_t ws = 0;
+  RLFLOW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, algo_.algo,
+                                                       &ws));
+  algo_.workspace = ws;
+}
+
+ConvAlgo ConvOp::heuristic() {
+  Context& ctx = context();
+  bool strict = cfg_.math == MathMode::kFP32;
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  RLFLOW_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > (size_t(1) << 30)) continue;
+    if (strict && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    return {perf[i].algo, perf[i].mathType, perf[i].memory, 0.f, false};
+  }
+  return {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
+}
+
+// Times every (algorithm, math type, fused or not) that cuDNN accepts for this
+// configuration on scratch buffers: 2 warm-up calls, then the median of 5 samples of 3
+// back-to-back calls. Strict fp32 admits FMA math only.
+ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
+  Context& ctx = context();
+  cudaStream_t s = ctx.stream;
+  RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
+  const size_t limit = size_t(1) << 30;
+  std::vector<cudnnMathType_t> maths = {CUDNN_FMA_MATH};
+  if (cfg_.math == MathMode::kTF32) maths = {CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};
+  auto zeroed = [&](size_t bytes) {
+    DeviceBuffer b(std::max<size_t>(bytes, 4));
+    RLFLOW_CUDA(cudaMemsetAsync(b.get(), 0, b.bytes(), s));
+    return b;
+  };
+  DeviceBuffer bx = zeroed(prod(xin) * sizeof(float)), bw = zeroed(prod(cfg_.w) * sizeof(float));
+  DeviceBuffer by = zeroed(prod(cfg_.y) * sizeof(float));
+  DeviceBuffer bz = zeroed(cfg_.residual ? prod(cfg_.y) * sizeof(float) : 0);
+  DeviceBuffer bb = zeroed(cfg_.bias ? cfg_.y[1] * sizeof(float) : 0);
+  const float* z = cfg_.residual ? bz.as<float>() : nullptr;
+  const float* bias = cfg_.bias ? bb.as<float>() : nullptr;
+  cudaEvent_t e0, e1;
+  RLFLOW_CUDA(cudaEventCreate(&e0));
+  RLFLOW_CUDA(cudaEventCreate(&e1));
+  ConvAlgo best;
+  best.ms = -1;
+  for (int algo = 0; algo < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++algo)
+    for (cudnnMathType_t math : maths) {
+      auto a = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
+      size_t ws = 0;
+      if (cudnnSetConvolutionMathType(conv_desc_, math) != CUDNN_STATUS_SUCCESS ||
+          cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, a, &ws) !=
+              CUDNN_STATUS_SUCCESS ||
+          ws > limit)
+        continue;
+      DeviceBuffer wsb;
+      try {
+        wsb = DeviceBuffer(ws);
+      } catch (const CudaError&) {
+        cudaGetLastError();
+        continue;
+      }
+      // cuDNN's fused call applies ReLU or nothing; other activations run in our epilogue.
+      for (int fused = cfg_.bias && cfg_.activation <= kActRelu ? 1 : 0; fused >= 0; --fused) {
+        ConvAlgo cand{a, math, ws, 0.f, fused != 0};
+        if (enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s) !=
+            CUDNN_STATUS_SUCCESS) {
+          cudaGetLastError();
+          continue;
+        }
+        if (cudaStreamSynchronize(s) != cudaSuccess) {
+          cudaGetLastError();
+          continue;
+        }
+        enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
+        std::vector<float> samples;
+        for (int r = 0; r < 5; ++r) {
+          RLFLOW_CUDA(cudaEventRecord(e0, s));
+          for (int k = 0; k < 3; ++k)
+            enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
+          RLFLOW_CUDA(cudaEventRecord(e1, s));
+          RLFLOW_CUDA(cudaEventSynchronize(e1));
+          float ms = 0;
+          RLFLOW_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+          samples.push_back(ms / 3);
+        }
+        std::sort(samples.begin(), samples.end());
+        cand.ms = samples[samples.size() / 2];
+        if (best.ms < 0 || cand.ms < best.ms) best = cand;
+      }
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (best.ms < 0) {  // nothing ran: the always-available implicit GEMM
+    best = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+            cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
+  }
+  return best;
 }
 
 ConvOp::~ConvOp() {
@@ -154,8 +266,25 @@ ConvOp::~ConvOp() {
   if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
 }
 
-void ConvOp::run(const float* x, const float* w, const float* bias, float* y, void* workspace, void* scratch,
-                 cudaStream_t s) const {
+cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const float* xin, const float* w, const float* bias,
+                              const float* z, float* y, void* workspace, cudaStream_t s) const {
+  Context& ctx = context();
+  float one = 1.f, zero = 0.f;
+  if (a.fused) {
+    float alpha2 = z ? 1.f : 0.f;
+    return cudnnConvolutionBiasActivationForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
+                                                 workspace, a.workspace, &alpha2, y_desc_, z ? z : y, b_desc_, bias,
+                                                 act_desc_, y_desc_, y);
+  }
+  cudnnStatus_t st = cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
+                                             workspace, a.workspace, &zero, y_desc_, y);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  launch_bias_activation(y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3], cfg_.activation, s);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+void ConvOp::run(const float* x, const float* w, const float* bias, const float* residual, float* y,
+                 void* workspace, void* scratch, cudaStream_t s) const {
   Context& ctx = context();
   RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
   const float* xin = x;
@@ -164,19 +293,8 @@ void ConvOp::run(const float* x, const float* w, const float* bias, float* y, vo
     launch_pad(x, scratch, sizeof(float), pad_idx_, 0, n, s);
     xin = static_cast<const float*>(scratch);
   }
-  float one = 1.f, zero = 0.f;
-  if (fused_) {
-    cudnnStatus_t st = cudnnConvolutionBiasActivationForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_,
-                                                             algo_.algo, workspace, algo_.workspace, &zero, y_desc_,
-                                                             y, b_desc_, bias, act_desc_, y_desc_, y);
-    if (st == CUDNN_STATUS_SUCCESS) return;
-    if (st != CUDNN_STATUS_NOT_SUPPORTED) check_cudnn(st, "cudnnConvolutionBiasActivationForward", __FILE__, __LINE__);
-    fused_ = false;  // this algorithm has no fused form: convolution + our epilogue from now on
-  }
-  RLFLOW_CUDNN(cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, algo_.algo, workspace,
-                                       algo_.workspace, &zero, y_desc_, y));
-  launch_bias_activation(y, cfg_.bias ? bias : nullptr, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
-                         cfg_.activation, s);
+  check_cudnn(enqueue(algo_, xin, w, cfg_.bias ? bias : nullptr, cfg_.residual ? residual : nullptr, y, workspace, s),
+              algo_.fused ? "cudnnConvolutionBiasActivationForward" : "cudnnConvolutionForward", __FILE__, __LINE__);
 }
 
 PoolOp::PoolOp(const PoolConfig& cfg) {
@@ -330,7 +448,7 @@ void MatMulOp::run(cudaStream_t s) const {
     RLFLOW_CUBLAS(cublasSgemmBatched(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, p + batch_, n, p, k, &zero,
                                      const_cast<float* const*>(p + 2 * batch_), n, static_cast<int>(batch_)));
   }
-  launch_bias_activation(y_, nullptr, batch_ * m_ * n_, 1, 1, activation_, s);
+  launch_bias_activation(y_, nullptr, nullptr, batch_ * m_ * n_, 1, 1, activation_, s);
 }
 
 GemmOp::GemmOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>* c,

@@ -1,5 +1,6 @@
-// Library-backed ops: cuDNN convolution (algorithm choice cached per shapes, dtype and
-// math mode; bias + ReLU fused by cuDNN, other epilogues by our kernel), cuDNN pooling
+// Library-backed ops: cuDNN convolution (algorithm chosen by our own timing, cached per
+// configuration and math mode, in the process and in the file RLFLOW_CONV_ALGO_CACHE names;
+// bias + residual + ReLU fused by cuDNN where that is faster, other epilogues by our kernel), cuDNN pooling
 // and batch norm (inference), cuBLAS MatMul (batched, numpy broadcasting) and Gemm.
 // Each object owns its descriptors and device parameter arrays (RAII).
 #pragma once
@@ -20,16 +21,20 @@ struct ConvConfig {
   std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};  // pads: top, left, bottom, right
   int64_t group = 1;
   bool bias = false;
+  bool residual = false;  // y = act(conv(x) + bias + z), z shaped like y (executor fusion)
   int activation = 0;
   MathMode math = MathMode::kFP32;
 };
 
-// The cached choice of a convolution algorithm.
+// The cached choice of a convolution algorithm: the fastest (algorithm, math type,
+// fused-call or convolution + our epilogue kernel) by our own timing of the exact call
+// that runs, over every algorithm cuDNN accepts for the configuration.
 struct ConvAlgo {
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   size_t workspace = 0;
-  float find_ms = 0;  // what cudnnFind reported (for information only)
+  float ms = 0;        // our timing of the chosen call (median; 0 when chosen by heuristics)
+  bool fused = false;  // cudnnConvolutionBiasActivationForward (bias, residual and ReLU in one call)
 };
 
 class ConvOp {
@@ -43,16 +48,21 @@ class ConvOp {
   // Bytes of the explicitly padded input (asymmetric pads only; 0 otherwise).
   size_t scratch_bytes() const { return scratch_bytes_; }
   const ConvAlgo& algo() const { return algo_; }
-  void run(const float* x, const float* w, const float* bias, float* y, void* workspace, void* scratch,
-           cudaStream_t s) const;
+  // residual: z of ConvConfig::residual (else null).
+  void run(const float* x, const float* w, const float* bias, const float* residual, float* y, void* workspace,
+           void* scratch, cudaStream_t s) const;
 
  private:
+  cudnnStatus_t enqueue(const ConvAlgo& a, const float* xin, const float* w, const float* bias, const float* z,
+                        float* y, void* workspace, cudaStream_t s) const;
+  ConvAlgo tune(const std::vector<int64_t>& xin);
+  ConvAlgo heuristic();
+
   ConvConfig cfg_;
   ConvAlgo algo_;
   bool explicit_pad_ = false;
   size_t scratch_bytes_ = 0;
   PadIndex pad_idx_;
-  mutable bool fused_ = false;
   cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, b_desc_ = nullptr;
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;

@@ -69,8 +69,8 @@ uint64_t value_bits(int dtype, double value) {
   return bits;
 }
 
-Step compile_conv(const Op& op, const std::vector<TensorType>& in, const std::vector<void*>& x,
-                  const std::vector<void*>& y, MathMode math, StepResources& res) {
+Step compile_conv(const Op& op, const std::vector<TensorType>& in, const std::vector<void*>& x, void* y,
+                  const void* residual, int activation, MathMode math, StepResources& res) {
   require_float32(op, in, in.size());
   ConvConfig cfg;
   cfg.x = in[0].shape;
@@ -80,8 +80,9 @@ Step compile_conv(const Op& op, const std::vector<TensorType>& in, const std::ve
   cfg.pads = op.attrs.get_ints("pads");
   cfg.dilations = op.attrs.get_ints("dilations");
   cfg.group = op.attrs.get_int("group");
-  cfg.activation = static_cast<int>(op.attrs.get_int("activation"));
+  cfg.activation = activation;
   cfg.bias = in.size() > 2;
+  cfg.residual = residual != nullptr;
   cfg.math = math;
   auto conv = std::make_shared<ConvOp>(cfg);
   res.workspace_bytes = std::max(res.workspace_bytes, conv->workspace_bytes());
@@ -89,9 +90,10 @@ Step compile_conv(const Op& op, const std::vector<TensorType>& in, const std::ve
   const float* xp = static_cast<const float*>(x[0]);
   const float* wp = static_cast<const float*>(x[1]);
   const float* bp = cfg.bias ? static_cast<const float*>(x[2]) : nullptr;
-  float* yp = static_cast<float*>(y[0]);
+  const float* zp = static_cast<const float*>(residual);
+  float* yp = static_cast<float*>(y);
   StepResources* r = &res;
-  return [=](cudaStream_t s) { conv->run(xp, wp, bp, yp, r->workspace.get(), r->scratch.get(), s); };
+  return [=](cudaStream_t s) { conv->run(xp, wp, bp, zp, yp, r->workspace.get(), r->scratch.get(), s); };
 }
 
 Step compile_pool(const Op& op, const std::vector<TensorType>& in, const std::vector<void*>& x,
@@ -161,6 +163,14 @@ ParamIndex param_index(const Op& op, const std::vector<int64_t>& param, const st
 
 }  // namespace
 
+Step compile_fused_conv(const Graph& graph, int conv_id, const std::vector<void*>& inputs, const void* residual,
+                        void* output, int activation, MathMode math, StepResources& res) {
+  const Op& op = graph.op(conv_id);
+  std::vector<TensorType> in;
+  for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
+  return compile_conv(op, in, inputs, output, residual, activation, math, res);
+}
+
 Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, const std::vector<void*>& y,
                 MathMode math, StepResources& res) {
   const Op& op = graph.op(op_id);
@@ -171,7 +181,8 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
   const int esize = dtype_size(out.dtype);
   for (const TensorType& t : op.outputs) check_rank(op, t.shape);
   switch (op.type) {
-    case OpType::kConv2D: return compile_conv(op, in, x, y, math, res);
+    case OpType::kConv2D:
+      return compile_conv(op, in, x, y[0], nullptr, static_cast<int>(op.attrs.get_int("activation")), math, res);
     case OpType::kMatMul: {
       require_float32(op, in, 2);
       auto mm = std::make_shared<MatMulOp>(in[0].shape, in[1].shape, out.shape,

@@ -1,0 +1,172 @@
+#!/usr/bin/env python
+"""rlflow's CUDA runtime beside PyTorch's, per zoo model, in one process on one GPU.
+
+    python benchmarks/bench_vs_pytorch.py [--models resnet50 ...] [--budget 50] [--math fp32 tf32]
+
+Per torchvision model (random init as benchmarks/export_zoo.py makes it, batch 1): the
+model is exported with torch.onnx (weights kept) and loaded in rlflow; the graph is
+optimised (backtracking search, analytic cost model); the optimised graph's ONNX export
+is checked against the source export in onnxruntime (CPU); both graphs run on the GPU
+and their outputs are compared with PyTorch's (strict fp32, max abs diff relative to
+the output scale); then, per math mode, PyTorch CUDA-graph replay and rlflow's
+CUDA-graph replay of the original and the optimised graph are timed (warm-up, median).
+TF32 means TF32 convolutions and GEMMs on both sides (torch.backends flags / rlflow
+math="tf32"); fp32 means no TF32 anywhere on either side.
+
+bert_base: rlflow runs data/models/bert_base.onnx (random weights); PyTorch runs
+transformers' BertModel from BertConfig() (seq 128) by CUDA-graph replay where it
+captures, else eager (the row says which). Outputs are not compared (different weights).
+
+Prints the device and versions, one JSON line and a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+import time
+
+import torch  # before taso_env: both load the same cuDNN wheel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from common import emit  # noqa: E402
+from export_zoo import make  # noqa: E402
+from profile_vs_pytorch import graph_replay_ms, set_math  # noqa: E402
+
+import taso_env as te  # noqa: E402
+from taso_env.gpu import cuda_backend as cb  # noqa: E402
+from taso_env.onnx import check  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT = ["resnet18", "resnet50", "squeezenet1_1", "inception_v3", "mobilenet_v2", "vit_b_16",
+           "mobilenet_v3_large", "efficientnet_b0", "densenet121", "convnext_tiny", "bert_base"]
+
+
+def rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    scale = max(float(np.max(np.abs(want))), 1e-6)
+    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
+
+
+def bench_torchvision(name: str, args) -> dict:
+    model, x = make(name)
+    buf = io.BytesIO()
+    torch.onnx.export(model, (x,), buf, input_names=["input"], output_names=["output"], opset_version=17,
+                      do_constant_folding=True, dynamo=False)
+    proto = onnx.load_from_string(buf.getvalue())
+    row: dict = {"model": name}
+    g = te.load_onnx(proto, name=name)
+    row["ops"] = sum(1 for o in g.ops if o.type not in ("Input", "Weight"))
+    row["opaque"] = sum(1 for o in g.ops if o.type == "Opaque")
+    start = time.perf_counter()
+    r = te.search(g, "backtracking", budget=args.budget, model="analytic")
+    row["search_s"] = round(time.perf_counter() - start, 2)
+    row["rules"] = ", ".join(f"{k} {v}" for k, v in r.rule_fires.most_common(3))
+    feeds = {"input": x.numpy()}
+    try:
+        row["ort_equal"] = bool(check.check_equivalent(proto, r.graph, feeds).equivalent)
+    except Exception as e:  # an export onnxruntime cannot run is a failure, reported
+        row["ort_equal"] = f"error: {type(e).__name__}: {e}"[:200]
+    model = model.cuda()
+    xc = x.cuda()
+    set_math("fp32")
+    with torch.no_grad():
+        want = model(xc).cpu().numpy()
+    opaque = "host" if row["opaque"] else "error"
+    for label, graph in (("orig", g), ("opt", r.graph)):
+        try:
+            got = cb.run(graph, feeds, math="fp32", opaque=opaque)["output"]
+            row[f"{label}_vs_torch_rel"] = rel_err(got, want)
+        except Exception as e:
+            row[f"{label}_vs_torch_rel"] = f"error: {type(e).__name__}: {e}"[:200]
+    for math in args.math:
+        set_math(math)
+        with torch.no_grad():
+            row[f"torch_{math}"] = graph_replay_ms(lambda: model(xc))
+        for label, graph in (("orig", g), ("opt", r.graph)):
+            try:
+                row[f"{label}_{math}"] = cb.measure(graph, math=math, opaque=opaque, repeats=args.repeats).median_ms
+            except Exception as e:
+                row[f"{label}_{math}"] = float("nan")
+                row.setdefault("errors", []).append(f"{label} {math}: {type(e).__name__}: {e}"[:200])
+    return row
+
+
+def bench_bert(args) -> dict:
+    from transformers import BertConfig, BertModel
+
+    g = te.load_onnx(os.path.join(ROOT, "data", "models", "bert_base.onnx"))
+    row: dict = {"model": "bert_base", "ops": sum(1 for o in g.ops if o.type not in ("Input", "Weight")),
+                 "opaque": sum(1 for o in g.ops if o.type == "Opaque")}
+    start = time.perf_counter()
+    r = te.search(g, "backtracking", budget=args.budget, model="analytic")
+    row["search_s"] = round(time.perf_counter() - start, 2)
+    row["rules"] = ", ".join(f"{k} {v}" for k, v in r.rule_fires.most_common(3))
+    model = BertModel(BertConfig(), add_pooling_layer=True).eval().cuda()
+    ids = torch.randint(0, 30000, (1, 128), device="cuda")
+    mask = torch.ones(1, 128, dtype=torch.long, device="cuda")
+    opaque = "host" if row["opaque"] else "error"
+    for math in args.math:
+        set_math(math)
+        with torch.no_grad():
+            try:
+                row[f"torch_{math}"] = graph_replay_ms(lambda: model(input_ids=ids, attention_mask=mask))
+                row["torch_mode"] = "cuda graph"
+            except Exception:
+                torch.cuda.synchronize()
+                times = []
+                for _ in range(30):
+                    t = time.perf_counter()
+                    model(input_ids=ids, attention_mask=mask)
+                    torch.cuda.synchronize()
+                    times.append((time.perf_counter() - t) * 1000)
+                row[f"torch_{math}"] = float(np.median(times[5:]))
+                row["torch_mode"] = "eager wall"
+        for label, graph in (("orig", g), ("opt", r.graph)):
+            row[f"{label}_{math}"] = cb.measure(graph, math=math, opaque=opaque, repeats=args.repeats).median_ms
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=DEFAULT)
+    ap.add_argument("--budget", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--math", nargs="*", default=["fp32", "tf32"])
+    args = ap.parse_args(argv)
+    info = cb.device_info()
+    versions = {"device": info["name"], "torch": torch.__version__, "cudnn": info["cudnn"],
+                "cublas": info["cublas"], "cuda_runtime": info["cuda_runtime"],
+                "fuse": os.environ.get("RLFLOW_FUSE", "1")}
+    print(json.dumps(versions), file=sys.stderr, flush=True)
+    rows = []
+    for name in args.models:
+        try:
+            row = bench_bert(args) if name == "bert_base" else bench_torchvision(name, args)
+        except Exception as e:
+            row = {"model": name, "error": f"{type(e).__name__}: {e}"[:300]}
+        for math in args.math:
+            if isinstance(row.get(f"torch_{math}"), float):
+                for label in ("orig", "opt"):
+                    v = row.get(f"{label}_{math}")
+                    if isinstance(v, float) and v > 0:
+                        row[f"{label}_{math}_x"] = row[f"torch_{math}"] / v
+        torch.cuda.empty_cache()
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        rows.append(row)
+    cols = ["model", "opaque"]
+    for math in args.math:
+        cols += [f"torch_{math}", f"orig_{math}", f"opt_{math}", f"opt_{math}_x"]
+    cols += ["orig_vs_torch_rel", "opt_vs_torch_rel", "ort_equal"]
+    table = [{c: r.get(c, "-") for c in cols} for r in rows]
+    emit("bench_vs_pytorch", table, cols, **versions, budget=args.budget)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
