@@ -4,6 +4,7 @@
 #include "taso/types.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -177,7 +178,7 @@ ConvAlgo ConvOp::heuristic() {
   return {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
 }
 
-// Times every (algorithm, math type, fused or not) that cuDNN accepts for this
+// Times every (algorithm, math type, fused or not) that cuDNN runs for this
 // configuration on scratch buffers: 2 warm-up calls, then the median of 5 samples of 3
 // back-to-back calls. Strict fp32 admits FMA math only.
 ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
@@ -201,53 +202,71 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
   cudaEvent_t e0, e1;
   RLFLOW_CUDA(cudaEventCreate(&e0));
   RLFLOW_CUDA(cudaEventCreate(&e1));
+  // Candidates: what cudnnFind ran successfully (it runs every algorithm, so none of
+  // these crashes on this configuration), each with FMA math and, for TF32, also the
+  // math type Find used.
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  RLFLOW_CUDNN(cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+  std::vector<std::pair<cudnnConvolutionFwdAlgo_t, cudnnMathType_t>> cands;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    for (cudnnMathType_t math : maths) {
+      if (math != CUDNN_FMA_MATH) math = perf[i].mathType;
+      if (std::find(cands.begin(), cands.end(), std::make_pair(perf[i].algo, math)) == cands.end())
+        cands.emplace_back(perf[i].algo, math);
+    }
+  }
+  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
   ConvAlgo best;
   best.ms = -1;
-  for (int algo = 0; algo < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++algo)
-    for (cudnnMathType_t math : maths) {
-      auto a = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
-      size_t ws = 0;
-      if (cudnnSetConvolutionMathType(conv_desc_, math) != CUDNN_STATUS_SUCCESS ||
-          cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, a, &ws) !=
-              CUDNN_STATUS_SUCCESS ||
-          ws > limit)
-        continue;
-      DeviceBuffer wsb;
-      try {
-        wsb = DeviceBuffer(ws);
-      } catch (const CudaError&) {
+  for (const auto& [a, math] : cands) {
+    size_t ws = 0;
+    if (cudnnSetConvolutionMathType(conv_desc_, math) != CUDNN_STATUS_SUCCESS ||
+        cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, a, &ws) !=
+            CUDNN_STATUS_SUCCESS ||
+        ws > limit)
+      continue;
+    DeviceBuffer wsb;
+    try {
+      wsb = DeviceBuffer(ws);
+    } catch (const CudaError&) {
+      cudaGetLastError();
+      continue;
+    }
+    // cuDNN's fused call applies ReLU or nothing; other activations run in our epilogue.
+    for (int fused = cfg_.bias && cfg_.activation <= kActRelu ? 1 : 0; fused >= 0; --fused) {
+      ConvAlgo cand{a, math, ws, 0.f, fused != 0};
+      if (enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s) !=
+          CUDNN_STATUS_SUCCESS) {
         cudaGetLastError();
         continue;
       }
-      // cuDNN's fused call applies ReLU or nothing; other activations run in our epilogue.
-      for (int fused = cfg_.bias && cfg_.activation <= kActRelu ? 1 : 0; fused >= 0; --fused) {
-        ConvAlgo cand{a, math, ws, 0.f, fused != 0};
-        if (enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s) !=
-            CUDNN_STATUS_SUCCESS) {
-          cudaGetLastError();
-          continue;
-        }
-        if (cudaStreamSynchronize(s) != cudaSuccess) {
-          cudaGetLastError();
-          continue;
-        }
-        enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
-        std::vector<float> samples;
-        for (int r = 0; r < 5; ++r) {
-          RLFLOW_CUDA(cudaEventRecord(e0, s));
-          for (int k = 0; k < 3; ++k)
-            enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
-          RLFLOW_CUDA(cudaEventRecord(e1, s));
-          RLFLOW_CUDA(cudaEventSynchronize(e1));
-          float ms = 0;
-          RLFLOW_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-          samples.push_back(ms / 3);
-        }
-        std::sort(samples.begin(), samples.end());
-        cand.ms = samples[samples.size() / 2];
-        if (best.ms < 0 || cand.ms < best.ms) best = cand;
+      if (cudaStreamSynchronize(s) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
       }
+      enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
+      std::vector<float> samples;
+      for (int r = 0; r < 5; ++r) {
+        RLFLOW_CUDA(cudaEventRecord(e0, s));
+        for (int k = 0; k < 3; ++k)
+          enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
+        RLFLOW_CUDA(cudaEventRecord(e1, s));
+        RLFLOW_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        RLFLOW_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        samples.push_back(ms / 3);
+      }
+      std::sort(samples.begin(), samples.end());
+      cand.ms = samples[samples.size() / 2];
+      if (log)
+        std::fprintf(stderr, "rlflow conv tune %s algo %d math %d fused %d: %.4f ms\n",
+                     dims_str(cfg_.w).c_str(), static_cast<int>(a), static_cast<int>(math), fused, cand.ms);
+      if (best.ms < 0 || cand.ms < best.ms) best = cand;
     }
+  }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   if (best.ms < 0) {  // nothing ran: the always-available implicit GEMM
