@@ -19,8 +19,6 @@ from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv
 from taso_env.env.rollouts import RolloutReader, RolloutWriter, pack_episode
 from worldmodel.checkpoints import load_mdnrnn, load_stage_config, load_vae
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-
 
 def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
     """Appends `episodes` real episodes played by the run's controller to its rollouts
@@ -44,9 +42,11 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
     return steps
 
 
-def _retrain(run_dir: Path, script: str, stage: str) -> None:
+def _retrain(run_dir: Path, command: str, stage: str) -> None:
+    """Resumes a stage's training with twice its steps, as `rlflow <command>` in a child
+    process (TensorFlow state of this process stays as it is)."""
     steps = int(load_stage_config(str(run_dir), stage)["training"]["steps"])
-    subprocess.run([sys.executable, str(SCRIPTS / script), "--run", str(run_dir), "--steps", str(2 * steps)],
+    subprocess.run([sys.executable, "-m", "rlflow", command, "--run", str(run_dir), "--steps", str(2 * steps)],
                    check=True)
 
 
@@ -59,8 +59,8 @@ def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int,
     rounds = [train_controller(run_dir, config, restart=restart)]
     for k in range(1, iterations):
         real_steps = collect_with_controller(run_dir, episodes_per_iteration, seed=config.seed + 100_000 * k)
-        _retrain(run_dir, "train_vae.py", "vae")
-        _retrain(run_dir, "train_mdnrnn.py", "mdnrnn")
+        _retrain(run_dir, "train-vae", "vae")
+        _retrain(run_dir, "train-mdnrnn", "mdnrnn")
         result = train_controller(run_dir, dataclasses.replace(config, updates=config.updates * (k + 1)))
         rounds.append({**result, "collected_real_steps": real_steps})
     return {"rounds": rounds}
