@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from controller.agent import ControllerAgent
@@ -45,9 +43,11 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
 def _retrain(run_dir: Path, command: str, stage: str) -> None:
     """Resumes a stage's training with twice its steps, as `rlflow <command>` in a child
     process (TensorFlow state of this process stays as it is)."""
+    from rlflow.pipeline import run_stage
+
     steps = int(load_stage_config(str(run_dir), stage)["training"]["steps"])
-    subprocess.run([sys.executable, "-m", "rlflow", command, "--run", str(run_dir), "--steps", str(2 * steps)],
-                   check=True)
+    run_dir = run_dir.resolve()
+    run_stage(command, ["--run", str(run_dir), "--steps", str(2 * steps)], cwd=run_dir)
 
 
 def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int, episodes_per_iteration: int,

@@ -10,11 +10,13 @@ runs/<name>/config.json.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from taso_env.errors import TasoEnvError
 from taso_env.run_folder import RunFolder, write_json
@@ -65,10 +67,17 @@ class PipelineConfig:
                    vae_steps=10, mdnrnn_steps=10, controller_updates=2, num_dreams=8, rollout_steps=4, budget=3)
 
 
+def _graph_args(specs: Sequence[str]) -> list[str]:
+    # Files as absolute paths: stages run in the run folder (see run_stage).
+    return [os.path.abspath(s) if os.path.exists(s) else s for s in specs]
+
+
 def stages(c: PipelineConfig, restart: bool = False) -> list[tuple[str, list[str]]]:
-    """(rlflow subcommand, its arguments) of each stage, in order."""
+    """(rlflow subcommand, its arguments) of each stage, in order; paths are absolute."""
     again = ["--restart"] if restart else []
     seed = ["--seed", str(c.seed)]
+    c = replace(c, run=os.path.abspath(c.run), graphs=tuple(_graph_args(c.graphs)),
+                eval_graphs=tuple(_graph_args(c.eval_graphs)))
     return [
         ("collect", ["--graphs", *c.graphs, "--episodes", str(c.episodes), "--policy", c.policy,
                      "--workers", str(c.workers), "--horizon", str(c.horizon),
@@ -84,14 +93,20 @@ def stages(c: PipelineConfig, restart: bool = False) -> list[tuple[str, list[str
     ]
 
 
-def run_stage(command: str, argv: Sequence[str]) -> float:
+def run_stage(command: str, argv: Sequence[str], cwd: str | os.PathLike) -> float:
     """Runs `rlflow <command> <argv>` in a child process; returns its wall time (s).
+
+    The child runs `python -m rlflow` in `cwd` (give paths in `argv` absolute): `-m` puts
+    the working folder first on the module path, so run from a source checkout it would
+    import the checkout's packages, which have no compiled modules, instead of the
+    installed ones.
 
     Raises:
         StageFailedError: the stage exited non-zero.
     """
     start = time.perf_counter()
-    code = subprocess.run([sys.executable, "-m", "rlflow", command, *argv]).returncode
+    Path(cwd).mkdir(parents=True, exist_ok=True)
+    code = subprocess.run([sys.executable, "-m", "rlflow", command, *argv], cwd=cwd).returncode
     if code != 0:
         raise StageFailedError(f"stage 'rlflow {command}' failed (exit {code}); "
                                "fix the cause above and rerun the same command to resume")
@@ -109,6 +124,6 @@ def run_pipeline(config: PipelineConfig, restart: bool = False) -> dict[str, flo
     timings = {}
     for command, argv in stages(config, restart):
         print(f"\n=== rlflow {command} {' '.join(argv)}", flush=True)
-        timings[command] = run_stage(command, argv)
+        timings[command] = run_stage(command, argv, cwd=run.path.resolve())
     write_json(run.path / "pipeline_timings.json", timings)
     return timings
