@@ -37,6 +37,20 @@ class OptimisedGraphMismatch(AssertionError):
 
 @dataclass(frozen=True)
 class EvalConfig:
+    """What is evaluated, and how.
+
+    Attributes:
+        graphs: built-in networks, ONNX files or shipped model names.
+        agents: agents to compare (controller needs a trained run).
+        budget: backtracking's expansion budget.
+        alpha: backtracking's relaxation.
+        horizon: step limit of the controller's and random agent's episodes.
+        random_episodes: episodes of the random agent (its best is reported).
+        seed: random agent and random weights of the onnxruntime check.
+        cost_model: the cost model every agent is scored on.
+        measure: also measure runtimes with the CUDA backend, where present.
+    """
+
     graphs: tuple[str, ...]
     agents: tuple[str, ...] = AGENTS
     budget: int = 1000
@@ -45,7 +59,7 @@ class EvalConfig:
     random_episodes: int = 3
     seed: int = 0
     cost_model: str = "analytic:h100"
-    measure: bool = False  # measured runtimes with the CUDA backend, where present
+    measure: bool = False
 
     def __post_init__(self):
         unknown = set(self.agents) - set(AGENTS)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from controller.agent import ControllerAgent
@@ -18,8 +16,6 @@ from taso_env.env.episode import run_episode
 from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv
 from taso_env.env.rollouts import RolloutReader, RolloutWriter, pack_episode
 from worldmodel.checkpoints import load_mdnrnn, load_stage_config, load_vae
-
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
@@ -44,10 +40,14 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
     return steps
 
 
-def _retrain(run_dir: Path, script: str, stage: str) -> None:
+def _retrain(run_dir: Path, command: str, stage: str) -> None:
+    """Resumes a stage's training with twice its steps, as `rlflow <command>` in a child
+    process (TensorFlow state of this process stays as it is)."""
+    from rlflow.pipeline import run_stage
+
     steps = int(load_stage_config(str(run_dir), stage)["training"]["steps"])
-    subprocess.run([sys.executable, str(SCRIPTS / script), "--run", str(run_dir), "--steps", str(2 * steps)],
-                   check=True)
+    run_dir = run_dir.resolve()
+    run_stage(command, ["--run", str(run_dir), "--steps", str(2 * steps)], cwd=run_dir)
 
 
 def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int, episodes_per_iteration: int,
@@ -59,8 +59,8 @@ def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int,
     rounds = [train_controller(run_dir, config, restart=restart)]
     for k in range(1, iterations):
         real_steps = collect_with_controller(run_dir, episodes_per_iteration, seed=config.seed + 100_000 * k)
-        _retrain(run_dir, "train_vae.py", "vae")
-        _retrain(run_dir, "train_mdnrnn.py", "mdnrnn")
+        _retrain(run_dir, "train-vae", "vae")
+        _retrain(run_dir, "train-mdnrnn", "mdnrnn")
         result = train_controller(run_dir, dataclasses.replace(config, updates=config.updates * (k + 1)))
         rounds.append({**result, "collected_real_steps": real_steps})
     return {"rounds": rounds}

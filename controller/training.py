@@ -9,8 +9,6 @@ config.json, location_head.json, start_latents.npy, metrics.json) and tb/control
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,9 +23,12 @@ from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, PPOTrainer
 from taso_env.env.rewrite_env import GraphRewriteEnv
 from taso_env.env.rollouts import RolloutReader, batch_graphs
-from worldmodel.checkpoints import load_mdnrnn, load_vae
+from taso_env.run_folder import RunFolder, write_json
+from worldmodel.checkpoints import CheckpointNotFoundError, load_mdnrnn, load_vae
 from worldmodel.dream_env import Dream, DreamConfig
 from worldmodel.graphs_tuple import to_graphs_tuple
+
+CONTROLLER_DIR = "controller"  # runs/<name>/controller/
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,6 @@ class ControllerTrainConfig:
         return cls(**d)
 
 
-class ControllerConfigMismatch(ValueError):
-    """A run folder holds a controller trained with other settings (use --restart)."""
-
-
 def start_latents(vae, rollouts_path: str | Path) -> tuple[np.ndarray, list[str]]:
     """[N, 2, Z] (mu, log_sigma) of the start graph of each distinct graph in the
     rollouts (read from the file: no environment step)."""
@@ -70,15 +67,16 @@ def start_latents(vae, rollouts_path: str | Path) -> tuple[np.ndarray, list[str]
 
 def load_controller(run_dir: str | Path) -> tuple[Controller, LocationHead, ControllerTrainConfig]:
     """The trained controller of a run (latest checkpoint), its location head and config."""
-    folder = Path(run_dir) / "controller"
-    if not (folder / "config.json").exists():
-        raise FileNotFoundError(f"no trained controller in {folder} (run scripts/train_controller.py)")
-    saved = json.loads((folder / "config.json").read_text())
+    run = RunFolder(run_dir)
+    folder = run.stage_dir(CONTROLLER_DIR)
+    saved = run.stage_config(CONTROLLER_DIR)
+    if saved is None:
+        raise CheckpointNotFoundError(f"no trained controller in {folder} (run `rlflow train-controller`)")
     controller = Controller(ControllerConfig(**{**saved["controller"], "hidden": tuple(saved["controller"]["hidden"])}))
     ckpt = tf.train.Checkpoint(controller=controller)
     latest = tf.train.latest_checkpoint(str(folder))
     if latest is None:
-        raise FileNotFoundError(f"no controller checkpoint in {folder}")
+        raise CheckpointNotFoundError(f"no controller checkpoint in {folder}")
     ckpt.restore(latest).expect_partial()
     controller(tf.zeros([1, controller.config.obs_dim]), tf.ones([1, controller.config.n_actions], tf.bool))
     return controller, LocationHead.load(folder / "location_head.json"), ControllerTrainConfig.from_dict(saved["train"])
@@ -87,26 +85,14 @@ def load_controller(run_dir: str | Path) -> tuple[Controller, LocationHead, Cont
 def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart: bool = False) -> dict:
     """Trains (or resumes training) the controller of `run_dir` in the dream."""
     run_dir = Path(run_dir)
-    folder = run_dir / "controller"
+    folder = run_dir / CONTROLLER_DIR
     vae, mdnrnn = load_vae(run_dir), load_mdnrnn(run_dir)
     latents, graph_names = start_latents(vae, run_dir / "rollouts.h5")
     ccfg = ControllerConfig(obs_dim=latents.shape[2] + int(mdnrnn.config.hidden),
                             n_actions=int(mdnrnn.config.n_rules) + 1, hidden=config.hidden)
-    saved = {"controller": dataclasses.asdict(ccfg), "train": dataclasses.asdict(config)}
-    if restart and folder.exists():
-        for p in folder.iterdir():
-            p.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
-    config_path = folder / "config.json"
-    if config_path.exists():  # resuming: only the number of updates may change
-        previous = json.loads(config_path.read_text())
-        now = json.loads(json.dumps(saved))
-        previous["train"].pop("updates", None)
-        differing = sorted(k for k in now["train"] if k != "updates" and previous["train"].get(k) != now["train"][k])
-        if previous["controller"] != now["controller"] or differing:
-            raise ControllerConfigMismatch(
-                f"{config_path} was written with other settings ({differing or 'controller shape'}); pass --restart")
-    config_path.write_text(json.dumps(saved, indent=2))
+    # Resuming may only change the number of updates.
+    saved = RunFolder(run_dir).prepare_stage(CONTROLLER_DIR, {"controller": ccfg, "train": config}, restart=restart,
+                                     resumable=("train.updates",))
     np.save(folder / "start_latents.npy", latents)
     LocationHead().save(folder / "location_head.json")
 
@@ -118,7 +104,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=3)
     if manager.latest_checkpoint:
         ckpt.restore(manager.latest_checkpoint)
-    writer = tf.summary.create_file_writer(str(run_dir / "tb" / "controller"))
+    writer = tf.summary.create_file_writer(str(RunFolder(run_dir).tensorboard_dir(CONTROLLER_DIR)))
     with writer.as_default():
         table = "| setting | value |\n|---|---|\n" + "\n".join(
             f"| {k} | {v} |" for k, v in _flatten(saved).items())
@@ -158,7 +144,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
         "dream_invalid_rate": float(np.mean([m["dream/invalid_rate"] for m in last])) if last else None,
         "policy_traces": trainer.traces,
     }
-    (folder / "metrics.json").write_text(json.dumps(result, indent=2))
+    write_json(folder / "metrics.json", result)
     return result
 
 

@@ -1,89 +1,12 @@
 #!/usr/bin/env python
-"""Optimise a model with a search baseline: ONNX (or a built-in network) in, ONNX out.
+"""`rlflow optimize` as a script: `python scripts/optimize.py --help` shows its options.
 
-    python scripts/optimize.py data/models/squeezenet1_1.onnx -o runs/optimize/squeezenet.onnx
-    python scripts/optimize.py bert_base --method greedy --cost-model analytic:h100-tf32
-
-Prints the estimated cost before and after, the search time and how often each rule
-fired; then checks the optimised model against the original in onnxruntime on random
-inputs and weights (exit code 1 if they differ).
+The stage lives in the package (rlflow.commands); this file is only its face.
 """
 
-import argparse
-import json
-import os
 import sys
 
-import onnx
-
-import taso_env as te
-from taso_env.engine.report import markdown_table
-from taso_env.engine.search import METHODS
-from taso_env.onnx.check import check_equivalent, random_feeds
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("model", help="ONNX file or built-in network name")
-    parser.add_argument("-o", "--output", help="where to write the optimised ONNX model")
-    parser.add_argument("--method", default="backtracking", choices=METHODS)
-    parser.add_argument("--alpha", type=float, default=1.05)
-    parser.add_argument("--budget", type=int, default=1000)
-    parser.add_argument("--cost-model", default="analytic:h100")
-    parser.add_argument("--json", help="write the results as JSON here")
-    parser.add_argument("--no-check", action="store_true", help="skip the onnxruntime check")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--measure", choices=["cuda"], help="also measure both graphs end to end on the GPU")
-    parser.add_argument("--math", default="fp32", choices=["fp32", "tf32"], help="math mode of --measure")
-    args = parser.parse_args(argv)
-
-    te.set_cost_model(args.cost_model)
-    is_file = os.path.exists(args.model)
-    graph = te.load_onnx(args.model) if is_file else te.graphs.build(args.model, seed=None)
-    result = te.search(graph, args.method, alpha=args.alpha, budget=args.budget)
-    print(f"# {graph.name}: {args.method} search ({args.cost_model})")
-    print(f"estimated cost: {result.initial_cost:.4f} ms -> {result.final_cost:.4f} ms "
-          f"(speedup {result.speedup:.3f}x)")
-    print(f"compute ops: {graph.num_ops} -> {result.graph.num_ops}")
-    print(f"search time: {result.seconds:.2f} s, {result.expansions} expansions, "
-          f"{result.graphs_seen} graphs seen")
-    rows = [{"rule": name, "fired": n} for name, n in result.rule_fires.most_common()]
-    print("\n" + (markdown_table(rows, ["rule", "fired"]) if rows else "no rule fired"))
-
-    measured = {}
-    if args.measure == "cuda":
-        from taso_env.gpu import cuda_backend
-
-        opaque = "host" if any(o.type == "Opaque" for o in graph.ops) else "error"
-        for label, g in (("original", graph), ("optimised", result.graph)):
-            measured[label] = cuda_backend.measure(g, math=args.math, opaque=opaque).median_ms
-        print(f"measured on {cuda_backend.device_name()} ({args.math}, CUDA-graph replay, median): "
-              f"{measured['original']:.4f} ms -> {measured['optimised']:.4f} ms "
-              f"(speedup {measured['original'] / measured['optimised']:.3f}x)")
-
-    ok = True
-    summary = {"graph": graph.name, "method": args.method, "initial_cost_ms": result.initial_cost,
-               "final_cost_ms": result.final_cost, "speedup": result.speedup, "seconds": result.seconds,
-               "expansions": result.expansions, "rule_fires": dict(result.rule_fires)}
-    if measured:
-        summary.update(measured_original_ms=measured["original"], measured_optimised_ms=measured["optimised"],
-                       measured_math=args.math)
-    if not args.no_check:
-        source = onnx.load(args.model) if is_file else graph.export_onnx()
-        report = check_equivalent(source, result.graph, random_feeds(graph, args.seed))
-        ok = report.equivalent
-        print(f"\nonnxruntime check against the original: {report}")
-        summary["equivalent"] = ok
-        summary["max_abs_diff"] = report.max_abs_diff
-    if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        result.graph.export_onnx(args.output)
-        print(f"wrote {args.output}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=2)
-    return 0 if ok else 1
-
+from rlflow.cli import script_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main("optimize"))

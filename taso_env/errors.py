@@ -76,3 +76,7 @@ class MissingFeedError(ExecutionError, KeyError):
 
 class UnsupportedOpError(ExecutionError):
     """The op cannot be executed here (for example an opaque ONNX op)."""
+
+
+class ConfigError(TasoEnvError, ValueError):
+    """A settings object (a config dataclass, a flag) has an invalid value (names it)."""

@@ -127,7 +127,7 @@ def test_deterministic_for_a_seed():
 def test_greedy_episode_matches_greedy_search():
     env = GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=60)
     ep = run_episode(env, GreedyPolicy(env), seed=0)
-    search = te.search(te.load_onnx("data/models/squeezenet1_1.onnx"), "greedy")
+    search = te.search(te.graphs.load("data/models/squeezenet1_1.onnx"), "greedy")
     assert ep.metrics["final_cost"] == pytest.approx(search.final_cost)
     assert ep.metrics["return"] == pytest.approx(100 * (1 - search.final_cost / search.initial_cost))
 

@@ -56,7 +56,7 @@ def test_ops_expose_types_attrs_and_shapes():
 
 
 def test_cost_is_the_sum_of_op_costs_and_op_table_adds_up():
-    g = te.load_onnx("data/models/squeezenet1_1.onnx")
+    g = te.graphs.load("data/models/squeezenet1_1.onnx")
     costs = g.op_costs()
     assert costs[[o.id for o in g.inputs]].sum() == 0
     assert g.cost() == pytest.approx(costs.sum())
@@ -69,7 +69,7 @@ def test_cost_is_the_sum_of_op_costs_and_op_table_adds_up():
 
 
 def test_cost_models_and_profiles():
-    g = te.load_onnx("data/models/resnet50.onnx")
+    g = te.graphs.load("data/models/resnet50.onnx")
     h100 = g.cost("analytic:h100")
     assert h100 == pytest.approx(g.cost())  # the default
     assert g.cost("analytic:h100-tf32") < h100

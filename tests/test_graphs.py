@@ -2,7 +2,7 @@
 
 Expected op histograms and parameter counts are derived from the architectures:
 resnet18 / resnet50 / squeezenet / bert_base match the parameter counts of the exported
-ONNX models in /work/shared/models (bert_base without its pooler); nasnet_a matches
+ONNX models shipped in data/models (bert_base without its pooler); nasnet_a matches
 Keras' NASNetMobile total, vit_base timm's vit_base_patch16_224, resnext50 and
 inception_v3 torchvision's counts after BN folding. "params" counts the elements of
 every float weight (integer index weights such as BERT's position ids are not counted;

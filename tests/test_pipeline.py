@@ -3,7 +3,6 @@ evaluation outputs."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("pipeline") / "run"
-    cmd = [sys.executable, str(REPO / "scripts" / "run_pipeline.py"), "--smoke", "--run", str(run)]
+    cmd = ["rlflow", "pipeline", "--smoke", "--run", str(run)]  # the installed console command
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     return run, cmd

@@ -24,8 +24,6 @@ from taso_env.env.rollouts import (
     RuleSetMismatchError,
 )
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "scripts", "collect_rollouts.py")
 GRAPHS = ("squeezenet", "nasrnn")
 
 
@@ -171,7 +169,7 @@ def test_resume_rebuilds_index_and_refuses_other_settings(small_run, tmp_path):
     assert collect(cfg).collected == 0
     with pytest.raises(ConfigMismatchError, match="horizon") as err:
         collect(replace(cfg, horizon=7))
-    assert err.value.fields == ["horizon"]
+    assert sorted(err.value.differences) == ["horizon"]
     with pytest.raises(ConfigMismatchError, match="episodes"):
         collect(replace(cfg, episodes=5))
     assert collect(replace(cfg, horizon=3, episodes=2), restart=True).total == 2
@@ -191,9 +189,9 @@ def test_one_writer_at_a_time(small_run, tmp_path):
 def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path):
     episodes = 30
     out = tmp_path / "killed" / "rollouts.h5"
-    cmd = [sys.executable, SCRIPT, "--graphs", *GRAPHS, "--episodes", str(episodes), "--workers", "2",
-           "--horizon", "10", "--seed", "11", "--out", str(out)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "rlflow", "collect", "--graphs", *GRAPHS, "--episodes", str(episodes),
+           "--workers", "2", "--horizon", "10", "--seed", "11", "--out", str(out)]
+    env = dict(os.environ)
     episode_dir = tmp_path / "killed" / "rollouts.h5.episodes"
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)

@@ -146,7 +146,7 @@ def test_unsound_matches_are_not_offered():
 
 
 def test_stale_candidate_is_refused():
-    g = te.load_onnx("data/models/squeezenet1_1.onnx")
+    g = te.graphs.load("data/models/squeezenet1_1.onnx")
     c = g.candidates()[0]
     g2 = g.apply(c)
     with pytest.raises(ValueError, match="does not apply"):

@@ -2,7 +2,6 @@
 counts, the dataset split, and smoke runs of both training stages and both scripts
 (train, then resume) on a tiny rollout file."""
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -340,11 +339,16 @@ def test_training_stages_learn_resume_and_load(rollouts, tmp_path):
     assert {"vae", "mdnrnn"} <= set(json.loads((Path(run) / "config.json").read_text()))
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+class _Command:
+    """A subcommand of the installed `rlflow` command, run in this process."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def main(self, argv: list[str]) -> int:
+        from rlflow.cli import main
+
+        return main([self.name, *argv])
 
 
 def test_scripts_run_end_to_end_and_resume(rollouts, tmp_path, capsys):
@@ -354,7 +358,7 @@ def test_scripts_run_end_to_end_and_resume(rollouts, tmp_path, capsys):
                 "--held-out-fraction", "0.25"]
     m_args = ["--run", run, "--steps", "6", "--batch-size", "4", "--hidden", "16", "--mixtures", "2",
               "--log-every", "2", "--eval-every", "6", "--save-every", "3"]
-    train_vae_script, train_m_script = _script("train_vae"), _script("train_mdnrnn")
+    train_vae_script, train_m_script = _Command("train-vae"), _Command("train-mdnrnn")
     assert train_m_script.main(m_args) == 2  # V is not trained yet: a clear error, not a crash
     assert "train the vae stage" in capsys.readouterr().err
     assert train_vae_script.main(vae_args) == 0

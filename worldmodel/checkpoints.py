@@ -13,17 +13,15 @@ model config and restores the latest checkpoint.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import json
 import os
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
 from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
 from taso_env.errors import TasoEnvError
+from taso_env.run_folder import CONFIG_FILE, ConfigMismatchError, RunFolder, write_json  # noqa: F401  (re-exported)
 from worldmodel.graph_vae import GraphVAE, GraphVAEConfig
 from worldmodel.graphs_tuple import batch_observations, to_graphs_tuple
 from worldmodel.mdnrnn import MDNRNN, MDNRNNConfig
@@ -31,7 +29,6 @@ from worldmodel.mdnrnn import MDNRNN, MDNRNNConfig
 VAE_DIR, MDNRNN_DIR = "vae", "mdnrnn"
 BEST_DIR = "best"  # <stage>/best/: the checkpoint of lowest held-out loss
 DATASET_CACHE_DIR = "dataset_cache"  # compact copies of the rollouts (worldmodel.dataset)
-CONFIG_FILE = "config.json"
 MAX_TO_KEEP = 3
 
 
@@ -39,67 +36,15 @@ class CheckpointNotFoundError(TasoEnvError, FileNotFoundError):
     """A run folder lacks the trained model (or its config) that was asked for."""
 
 
-class ConfigMismatchError(TasoEnvError, ValueError):
-    """Resuming a stage with settings other than those it was started with."""
-
-    def __init__(self, path: str, differences: dict):
-        self.path, self.differences = path, differences
-        listed = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in differences.items())
-        super().__init__(f"{path}: the run was started with other settings ({listed}); "
-                         "rerun with the same settings or with --restart")
-
-
-def write_json(path: str, data: dict) -> None:
-    """Writes `data` as indented JSON, atomically."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=str)
-    os.replace(path + ".tmp", path)
-
-
-def save_stage_config(run_dir: str, stage: str, **configs) -> dict:
-    """Saves frozen dataclass configs as runs/<name>/<stage>/config.json and as the
-    `stage` section of runs/<name>/config.json (other sections are kept).
-
-    Returns:
-        The saved dict {name: asdict(config)}.
-    """
-    data = {name: dataclasses.asdict(cfg) for name, cfg in configs.items()}
-    write_json(os.path.join(run_dir, stage, CONFIG_FILE), data)
-    run_config = os.path.join(run_dir, CONFIG_FILE)
-    sections = {}
-    if os.path.exists(run_config):
-        with open(run_config) as f:
-            sections = json.load(f)
-    sections[stage] = data
-    write_json(run_config, sections)
-    return data
-
-
 def prepare_stage(run_dir: str, stage: str, *, restart: bool, resumable: tuple[str, ...] = ("training",),
                   **configs) -> None:
-    """Readies runs/<name>/<stage>/ for training: with `restart` deletes the stage's
-    checkpoints and TensorBoard logs; otherwise checks that a saved config matches
-    (sections in `resumable`, e.g. the step budget, may change). Then saves `configs`.
+    """Readies runs/<name>/<stage>/ for training (taso_env.run_folder.RunFolder.prepare_stage):
+    sections in `resumable` (e.g. the step budget) may change on resume.
 
     Raises:
         ConfigMismatchError: resuming with other model or data settings.
     """
-    stage_dir = os.path.join(run_dir, stage)
-    config_path = os.path.join(stage_dir, CONFIG_FILE)
-    if restart:
-        for folder in (stage_dir, os.path.join(run_dir, "tb", stage)):
-            shutil.rmtree(folder, ignore_errors=True)
-    elif os.path.exists(config_path):
-        with open(config_path) as f:
-            saved = json.load(f)
-        now = {name: json.loads(json.dumps(dataclasses.asdict(cfg))) for name, cfg in configs.items()}
-        differences = {f"{section}.{key}": (saved.get(section, {}).get(key), value)
-                       for section, fields in now.items() if section not in resumable
-                       for key, value in fields.items() if saved.get(section, {}).get(key) != value}
-        if differences:
-            raise ConfigMismatchError(config_path, differences)
-    save_stage_config(run_dir, stage, **configs)
+    RunFolder(run_dir).prepare_stage(stage, configs, restart=restart, resumable=resumable)
 
 
 def write_metrics(run_dir: str, stage: str, metrics: dict) -> str:
@@ -115,11 +60,11 @@ def load_stage_config(run_dir: str, stage: str) -> dict:
     Raises:
         CheckpointNotFoundError: the file is missing.
     """
-    path = os.path.join(run_dir, stage, CONFIG_FILE)
-    if not os.path.exists(path):
-        raise CheckpointNotFoundError(f"{path} is missing; train the {stage} stage of {run_dir} first")
-    with open(path) as f:
-        return json.load(f)
+    saved = RunFolder(run_dir).stage_config(stage)
+    if saved is None:
+        raise CheckpointNotFoundError(f"{os.path.join(run_dir, stage, CONFIG_FILE)} is missing; "
+                                      f"train the {stage} stage of {run_dir} first")
+    return saved
 
 
 def make_checkpoint(model, optimizer=None, step: tf.Variable | None = None, **extra) -> tf.train.Checkpoint:

@@ -21,6 +21,7 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
+from taso_env.run_folder import RunFolder
 from worldmodel import checkpoints, evaluation, summaries
 from worldmodel.dataset import DataConfig, EncodedEpisodes, EpisodeSet, encode_observations, load_splits
 from worldmodel.mdnrnn import MDNRNN, MDNRNNConfig
@@ -212,7 +213,7 @@ def train_mdnrnn(run_dir: str, model: MDNRNNConfig, training: MDNRNNTrainConfig,
         return held
 
     # The loop (worldmodel/training_loop.py): every-N-steps logging, evaluation, saving.
-    writer = tf.summary.create_file_writer(os.path.join(run_dir, "tb", checkpoints.MDNRNN_DIR))
+    writer = tf.summary.create_file_writer(str(RunFolder(run_dir).tensorboard_dir(checkpoints.MDNRNN_DIR)))
     with writer.as_default():
         if session.start == 0:
             tf.summary.text("hparams", summaries.hparams_markdown(

@@ -18,6 +18,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from taso_env.env.features import NUM_OP_TYPES
+from taso_env.run_folder import RunFolder
 from worldmodel import checkpoints, evaluation, summaries
 from worldmodel.dataset import DataConfig, EpisodeSet, check_rule_count, load_splits
 from worldmodel.graph_vae import GraphVAE, GraphVAEConfig
@@ -139,7 +140,7 @@ def train_vae(run_dir: str, model: GraphVAEConfig, training: VAETrainConfig, dat
         return (to_graphs_tuple(graphs), {k: tf.constant(v) for k, v in targets.items()}), len(graphs["n_node"])
 
     # The loop (worldmodel/training_loop.py): every-N-steps logging, evaluation, saving.
-    writer = tf.summary.create_file_writer(os.path.join(run_dir, "tb", checkpoints.VAE_DIR))
+    writer = tf.summary.create_file_writer(str(RunFolder(run_dir).tensorboard_dir(checkpoints.VAE_DIR)))
     with writer.as_default():
         if session.start == 0:
             tf.summary.text("hparams", summaries.hparams_markdown(model=model, training=training, data=data), 0)

@@ -190,7 +190,7 @@ def make_cost_model(spec: str | CostModel) -> CostModel:
     if kind == "table":
         if not arg:
             raise CostModelError("cost model 'table' needs a file: 'table:<path.h5>'")
-        return TableCostModel(arg)
+        return TableCostModel(_table_path(arg))
     if kind == "cuda":
         math, _, path = arg.partition(":")
         if math not in ("", "fp32", "tf32"):  # "cuda:<path>" without a math mode
@@ -201,6 +201,18 @@ def make_cost_model(spec: str | CostModel) -> CostModel:
             raise CostModelError(f"cost model {spec!r} is not available here: {err}") from err
     raise CostModelError(f"unknown cost model {spec!r}; use 'analytic[:profile]', "
                          "'table:<path.h5>' or 'cuda'")
+
+
+def _table_path(arg: str) -> str:
+    """A cost table's file: the path as given where it exists, else a shipped table of
+    that name ("table:h100_fp32", or "table:data/costs/h100_fp32.h5" outside a checkout)."""
+    if os.path.exists(arg):
+        return arg
+    from taso_env import shipped_data
+
+    shipped = shipped_data.cost_tables()
+    name = os.path.basename(arg)[:-3] if arg.endswith(".h5") else arg
+    return str(shipped[name]) if name in shipped else arg  # a missing file: the table loader says so
 
 
 _active: CostModel | None = None

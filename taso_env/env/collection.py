@@ -26,26 +26,18 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 from tqdm import tqdm
 
 from taso_env.env.episode import run_episode
 from taso_env.env.rollouts import RolloutMeta, RolloutWriter, pack_episode
-from taso_env.errors import TasoEnvError
+from taso_env.errors import ConfigError, TasoEnvError
+from taso_env.run_folder import ConfigMismatchError, RunFolder
 
 POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy")
 RESUMABLE_FIELDS = ("workers", "episodes", "out")  # may differ on a resumed run
-
-
-class ConfigMismatchError(TasoEnvError, ValueError):
-    """A resumed collection was asked for other settings than the run it continues."""
-
-    def __init__(self, path: str, differences: dict):
-        self.path, self.fields = path, sorted(differences)
-        lines = "; ".join(f"{k}: {old!r} in the run, {new!r} now" for k, (old, new) in differences.items())
-        super().__init__(f"{path}: settings differ from the run being resumed ({lines}); "
-                         f"rerun with the same settings or restart")
+COLLECT_SECTION = "collect"  # its section of runs/<name>/config.json
 
 
 class CollectionError(TasoEnvError, RuntimeError):
@@ -84,11 +76,11 @@ class CollectConfig:
     def __post_init__(self):
         object.__setattr__(self, "graphs", tuple(self.graphs))
         if not self.graphs:
-            raise ValueError("CollectConfig.graphs must name at least one graph")
+            raise ConfigError("CollectConfig.graphs must name at least one graph")
         if self.episodes < 0 or self.workers < 0:
-            raise ValueError(f"episodes and workers must be >= 0, got {self.episodes}, {self.workers}")
+            raise ConfigError(f"episodes and workers must be >= 0, got {self.episodes}, {self.workers}")
         if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; use one of {POLICIES}")
+            raise ConfigError(f"unknown policy {self.policy!r}; use one of {POLICIES}")
 
     @property
     def run_dir(self) -> str:
@@ -163,31 +155,13 @@ def check_config(cfg: CollectConfig, restart: bool = False) -> None:
     Raises:
         ConfigMismatchError: naming the differing fields.
     """
-    path = os.path.join(cfg.run_dir, "config.json")
-    if restart or not os.path.exists(path):
-        return
-    with open(path) as f:
-        saved = json.load(f).get("collect")
-    if saved is None:
-        return
-    now = json.loads(cfg.to_json())
-    differences = {f.name: (saved.get(f.name), now[f.name]) for f in fields(CollectConfig)
-                   if f.name not in RESUMABLE_FIELDS and saved.get(f.name) != now[f.name]}
-    if differences:
-        raise ConfigMismatchError(path, differences)
+    if not restart:
+        RunFolder(cfg.run_dir).check_section(COLLECT_SECTION, json.loads(cfg.to_json()), resumable=RESUMABLE_FIELDS)
 
 
 def save_config(cfg: CollectConfig) -> None:
     """Writes cfg as the "collect" section of config.json (other sections are kept)."""
-    path = os.path.join(cfg.run_dir, "config.json")
-    data = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            data = json.load(f)
-    data["collect"] = json.loads(cfg.to_json())
-    with open(path + ".tmp", "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-    os.replace(path + ".tmp", path)
+    RunFolder(cfg.run_dir).save_section(COLLECT_SECTION, json.loads(cfg.to_json()))
 
 
 def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None = None) -> CollectResult:

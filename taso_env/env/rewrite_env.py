@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -37,8 +36,7 @@ from taso_env.engine.cost_model import make_cost_model
 from taso_env.engine.graph import Graph
 from taso_env.engine.search import Candidate
 from taso_env.env import features
-from taso_env.errors import TasoEnvError
-from taso_env.onnx.importer import load_onnx
+from taso_env.errors import ConfigError, TasoEnvError
 
 
 class InvalidActionError(TasoEnvError, ValueError):
@@ -72,22 +70,19 @@ class EnvConfig:
 
     def __post_init__(self):
         if not self.graphs:
-            raise ValueError("EnvConfig.graphs must name at least one graph")
+            raise ConfigError("EnvConfig.graphs must name at least one graph")
         if self.horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+            raise ConfigError(f"horizon must be >= 1, got {self.horizon}")
         if self.max_locations < 1:
-            raise ValueError(f"max_locations must be >= 1, got {self.max_locations}")
+            raise ConfigError(f"max_locations must be >= 1, got {self.max_locations}")
         if self.invalid_action not in ("penalty", "raise"):
-            raise ValueError(f"invalid_action must be 'penalty' or 'raise', got {self.invalid_action!r}")
+            raise ConfigError(f"invalid_action must be 'penalty' or 'raise', got {self.invalid_action!r}")
 
 
 def load_graph(spec: str | Graph, **kwargs) -> Graph:
-    """A built-in network name, an ONNX path, or a Graph as is."""
-    if isinstance(spec, Graph):
-        return spec
-    if str(spec).endswith(".onnx") or Path(spec).exists():
-        return load_onnx(spec)
-    return graphs.build(spec, seed=None, **kwargs)
+    """A built-in network name, an ONNX path, a shipped model, or a Graph as is
+    (taso_env.graphs.load)."""
+    return graphs.load(spec, **kwargs)
 
 
 class GraphRewriteEnv(gymnasium.Env):

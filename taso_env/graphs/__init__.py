@@ -2,13 +2,24 @@
 
     te.graphs.names()            # ["bert_base", "inception_v3", ...]
     g = te.graphs.build("resnet50")
+    g = te.graphs.load("model.onnx" | "resnet50" | "squeezenet1_1")   # any graph spec
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from taso_env.engine.graph import Graph
+from taso_env.errors import TasoEnvError
+
+
+class UnknownGraphError(TasoEnvError, ValueError):
+    """A graph spec names no file, built-in network or shipped model."""
+
+
+class GraphFileNotFoundError(TasoEnvError, FileNotFoundError):
+    """A graph spec is a path to a file that does not exist."""
 
 _BUILDERS: dict[str, Callable[..., Graph]] = {}
 
@@ -33,12 +44,45 @@ def build(name: str, **kwargs) -> Graph:
     """Builds a network by name; keyword arguments go to its builder (e.g. batch size).
 
     Raises:
-        ValueError: for an unknown name (the message lists the known ones).
+        UnknownGraphError: for an unknown name (the message lists the known ones).
     """
     _load_all()
     if name not in _BUILDERS:
-        raise ValueError(f"unknown graph {name!r}; known: {', '.join(sorted(_BUILDERS))}")
+        raise UnknownGraphError(f"unknown graph {name!r}; known: {', '.join(sorted(_BUILDERS))}")
     return _BUILDERS[name](**kwargs)
+
+
+def load(spec: str | os.PathLike | Graph, **kwargs) -> Graph:
+    """Any graph spec: a Graph (as is), an ONNX file, a built-in network name (built
+    without weight data unless `seed` is given) or the name of a shipped ONNX model
+    (`taso_env.shipped_data`, e.g. "squeezenet1_1" or "data/models/bert_base.onnx" run
+    from outside the checkout).
+
+    Raises:
+        GraphFileNotFoundError: `spec` is a path (has a folder or ends in .onnx) to no file.
+        UnknownGraphError: `spec` names nothing known (the message lists what is).
+        OnnxImportError: the file is not a loadable ONNX model (taso_env.onnx.importer).
+    """
+    if isinstance(spec, Graph):
+        return spec
+    from taso_env import shipped_data
+    from taso_env.onnx.importer import load_onnx
+
+    text = os.fspath(spec)
+    stem = os.path.basename(text)[:-5] if text.endswith(".onnx") else text
+    if os.path.isfile(text):
+        return load_onnx(text)
+    _load_all()
+    if text in _BUILDERS:
+        return build(text, **{"seed": None, **kwargs})
+    shipped = shipped_data.models()
+    if stem in shipped and (text == stem or text.endswith(f"models/{stem}.onnx") or text == f"{stem}.onnx"):
+        return load_onnx(shipped[stem])
+    if text.endswith(".onnx") or os.sep in text or os.path.exists(text):
+        reason = "is a folder, not an ONNX file" if os.path.isdir(text) else "no such file"
+        raise GraphFileNotFoundError(f"{text}: {reason}")
+    raise UnknownGraphError(f"unknown graph {text!r}: not a file, a built-in network ({', '.join(sorted(_BUILDERS))}) "
+                            f"or a shipped model ({', '.join(shipped) or 'none'})")
 
 
 def _load_all() -> None:

@@ -1,0 +1,40 @@
+"""Measure graphs end to end on the GPU (CUDA backend; no TensorFlow needed).
+
+    rlflow measure data/models/resnet50.onnx
+    rlflow measure runs/x/eval/graphs/*.onnx --math tf32 --json runtimes.json
+
+Each graph: all buffers allocated once, warm-up, CUDA-graph replay, median of repeats.
+Weights without data get deterministic random data. Prints a markdown table with the
+device and math mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graphs", nargs="+", help="ONNX files, built-in networks or shipped model names")
+    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32"))
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--json", help="write the results here")
+
+
+def run(args: argparse.Namespace) -> int:
+    import taso_env as te
+    from taso_env.engine.report import markdown_table
+    from taso_env.gpu import cuda_backend
+
+    cuda_backend.require()
+    rows = []
+    for spec in args.graphs:
+        graph = te.graphs.load(spec)
+        m = cuda_backend.measure(graph, repeats=args.repeats, math=args.math, opaque="host")
+        rows.append({"graph": graph.name, "ops": graph.num_ops, "estimated_ms": graph.cost(),
+                     "measured_ms": m.median_ms, "min_ms": m.min_ms, "device": m.device, "math": m.math})
+    print(markdown_table(rows, ["graph", "ops", "estimated_ms", "measured_ms", "min_ms", "device", "math"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0

@@ -1,0 +1,83 @@
+"""Measure op costs on this GPU into a cost table (HDF5), for graphs and their rewrites.
+
+Fills the table for the given graphs and for every op configuration that search and
+rollouts reach from them.
+
+    rlflow measure-costs --graphs squeezenet resnet50 data/models/bert_base.onnx \
+        --out data/costs/h100_fp32.h5 --random-walk 4
+
+For each graph: the graph itself, the candidate graphs along a greedy descent and
+along `--random-walk` random walks, and `--rewrites` random-rewrite graphs; each op
+configuration missing from the table is measured once in isolation (~100 back-to-back
+copies in a CUDA graph, median) and merged into `--out`. Opaque ops are skipped (they
+stay on the analytic fallback). Prints a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", nargs="+", required=True, help="builder names or ONNX files")
+    parser.add_argument("--out", required=True, help="HDF5 cost table to create or extend")
+    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32"))
+    parser.add_argument("--greedy-steps", type=int, default=5)
+    parser.add_argument("--random-walk", type=int, default=2, help="random walks per graph")
+    parser.add_argument("--walk-length", type=int, default=10)
+    parser.add_argument("--rewrites", type=int, default=0, help="random-rewrite graphs per graph")
+    parser.add_argument("--max-candidates", type=int, default=48)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--time-limit", type=float, default=0, help="stop measuring after this many seconds")
+
+
+def run(args: argparse.Namespace) -> int:
+    import taso_env as te
+    from taso_env.gpu import cost_table, cuda_backend
+
+
+    cuda_backend.require()
+    device = cuda_backend.device_name()
+    table = cost_table.CostTable(device, args.math, notes=f"scripts/measure_costs.py {' '.join(args.graphs)}")
+    if os.path.exists(args.out):
+        try:
+            table = cost_table.load(args.out, device, args.math)
+        except cost_table.MissingTableError:
+            pass
+    start = time.perf_counter()
+    per_graph, skipped, failed, measured = {}, set(), {}, 0
+    for spec in args.graphs:
+        g = te.graphs.load(spec)
+        graphs = cost_table.explore(g, greedy_steps=args.greedy_steps, random_walks=args.random_walk,
+                                    walk_length=args.walk_length, max_candidates=args.max_candidates,
+                                    seed=args.seed)
+        if args.rewrites:
+            graphs += cost_table.random_rewrites(g, args.rewrites, seed=args.seed)
+        todo = cost_table.missing_configs(graphs, table)
+        done = 0
+        for sig, (graph, op_id, analytic) in todo.items():
+            if args.time_limit and time.perf_counter() - start > args.time_limit:
+                break
+            try:
+                table.set(sig, cuda_backend.measure_op(graph, op_id, args.math), analytic)
+                done += 1
+            except cuda_backend.UnsupportedGraphError:
+                skipped.add(sig)
+            except cuda_backend.CudaBackendError as err:  # report, keep the rest of the table
+                failed[sig] = str(err)
+        measured += done
+        per_graph[spec] = {"graphs_explored": len(graphs), "new_configs": len(todo), "measured": done}
+        print(f"{spec}: {len(graphs)} graphs, {len(todo)} new op configurations, {done} measured",
+              file=sys.stderr, flush=True)
+        cost_table.save(table, args.out)  # after each graph: a crash loses one graph's work
+    summary = {"out": args.out, "device": device, "math": args.math, "entries": len(table),
+               "measured": measured, "skipped_unsupported": len(skipped), "failed": failed,
+               "seconds": time.perf_counter() - start,
+               "op_types": table.op_types(), "graphs": per_graph, "bytes": os.path.getsize(args.out)}
+    print(json.dumps(summary))
+    return 0
+

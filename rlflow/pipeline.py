@@ -1,0 +1,129 @@
+"""The main job on one run folder: rollouts -> V -> M -> controller -> evaluation.
+
+Each stage runs as `python -m rlflow <stage> ...` in its own process (so each resumes on
+rerun the way it does alone, and TensorFlow's memory is returned between stages); the
+pipeline only chains them with one set of sizes, saved as the "pipeline" section of
+runs/<name>/config.json.
+
+    run_pipeline(PipelineConfig(run="runs/demo"))
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from taso_env.errors import TasoEnvError
+from taso_env.run_folder import RunFolder, write_json
+
+
+class StageFailedError(TasoEnvError, RuntimeError):
+    """A pipeline stage exited non-zero (its own error is printed above)."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Sizes of every stage. The defaults finish in a few minutes on 2 cores.
+
+    Attributes:
+        run: the run folder.
+        graphs: graphs the rollouts (and so V, M and the controller) see.
+        eval_graphs: graphs of the evaluation (may include unseen ones).
+        episodes: rollout episodes.
+        policy: rollout policy (taso_env.env.policies).
+        workers: rollout worker processes.
+        horizon: step limit of a rollout episode and of a dream.
+        vae_steps / mdnrnn_steps: training steps of V and M.
+        controller_updates: PPO updates in the dream.
+        num_dreams / rollout_steps: parallel dreams and steps per PPO update.
+        budget: backtracking's expansion budget in the evaluation.
+        seed: seed of every stage.
+    """
+
+    run: str = "runs/demo"
+    graphs: tuple[str, ...] = ("squeezenet", "nasrnn")
+    eval_graphs: tuple[str, ...] = ("squeezenet", "nasrnn", "nasbench")
+    episodes: int = 120
+    policy: str = "random_best_location"
+    workers: int = 2
+    horizon: int = 20
+    vae_steps: int = 400
+    mdnrnn_steps: int = 400
+    controller_updates: int = 40
+    num_dreams: int = 32
+    rollout_steps: int = 16
+    budget: int = 100
+    seed: int = 0
+
+    @classmethod
+    def smoke(cls, run: str) -> PipelineConfig:
+        """Tiny budgets (tests, CI's check of the README's first command)."""
+        return cls(run=run, graphs=("nasrnn",), eval_graphs=("nasrnn",), episodes=6, workers=1, horizon=6,
+                   vae_steps=10, mdnrnn_steps=10, controller_updates=2, num_dreams=8, rollout_steps=4, budget=3)
+
+
+def _graph_args(specs: Sequence[str]) -> list[str]:
+    # Files as absolute paths: stages run in the run folder (see run_stage).
+    return [os.path.abspath(s) if os.path.exists(s) else s for s in specs]
+
+
+def stages(c: PipelineConfig, restart: bool = False) -> list[tuple[str, list[str]]]:
+    """(rlflow subcommand, its arguments) of each stage, in order; paths are absolute."""
+    again = ["--restart"] if restart else []
+    seed = ["--seed", str(c.seed)]
+    c = replace(c, run=os.path.abspath(c.run), graphs=tuple(_graph_args(c.graphs)),
+                eval_graphs=tuple(_graph_args(c.eval_graphs)))
+    return [
+        ("collect", ["--graphs", *c.graphs, "--episodes", str(c.episodes), "--policy", c.policy,
+                     "--workers", str(c.workers), "--horizon", str(c.horizon),
+                     "--out", str(RunFolder(c.run).rollouts_path), *seed, *again]),
+        ("train-vae", ["--run", c.run, "--steps", str(c.vae_steps), *seed, *again]),
+        ("train-mdnrnn", ["--run", c.run, "--steps", str(c.mdnrnn_steps), *seed, *again]),
+        ("train-controller", ["--run", c.run, "--updates", str(c.controller_updates),
+                              "--num-dreams", str(c.num_dreams), "--rollout-steps", str(c.rollout_steps),
+                              "--horizon", str(c.horizon), *seed, *again]),
+        ("evaluate", ["--run", c.run, "--graphs", *c.eval_graphs,
+                      "--agents", "controller", "backtracking", "greedy", "random", "--budget", str(c.budget),
+                      "--horizon", str(4 * c.horizon), *seed]),
+    ]
+
+
+def run_stage(command: str, argv: Sequence[str], cwd: str | os.PathLike) -> float:
+    """Runs `rlflow <command> <argv>` in a child process; returns its wall time (s).
+
+    The child runs `python -m rlflow` in `cwd` (give paths in `argv` absolute): `-m` puts
+    the working folder first on the module path, so run from a source checkout it would
+    import the checkout's packages, which have no compiled modules, instead of the
+    installed ones.
+
+    Raises:
+        StageFailedError: the stage exited non-zero.
+    """
+    start = time.perf_counter()
+    Path(cwd).mkdir(parents=True, exist_ok=True)
+    code = subprocess.run([sys.executable, "-m", "rlflow", command, *argv], cwd=cwd).returncode
+    if code != 0:
+        raise StageFailedError(f"stage 'rlflow {command}' failed (exit {code}); "
+                               "fix the cause above and rerun the same command to resume")
+    return time.perf_counter() - start
+
+
+def run_pipeline(config: PipelineConfig, restart: bool = False) -> dict[str, float]:
+    """Runs every stage in order; returns each stage's wall time (s).
+
+    Raises:
+        StageFailedError: naming the stage that failed (the stages before it are kept).
+    """
+    run = RunFolder(config.run)
+    run.save_section("pipeline", config)  # each stage checks its own settings on resume
+    timings = {}
+    for command, argv in stages(config, restart):
+        print(f"\n=== rlflow {command} {' '.join(argv)}", flush=True)
+        timings[command] = run_stage(command, argv, cwd=run.path.resolve())
+    write_json(run.path / "pipeline_timings.json", timings)
+    return timings

@@ -1,0 +1,38 @@
+"""Where the data rlflow ships lives: shape-only ONNX models and measured GPU cost tables.
+
+The repository's `data/` installs as the package `taso_env.data` (setup.py), so an
+installed rlflow finds it wherever it runs; a source checkout on PYTHONPATH finds the
+checkout's `data/`.
+
+    shipped_data.models()            # {"resnet50": Path(".../models/resnet50.onnx"), ...}
+    shipped_data.cost_table("h100_fp32")
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+
+@functools.cache
+def root() -> Path | None:
+    """The shipped data folder (None when neither the package nor a checkout has one)."""
+    try:
+        import taso_env.data as data
+
+        return Path(next(iter(data.__path__)))
+    except ImportError:
+        checkout = Path(__file__).resolve().parent.parent / "data"
+        return checkout if checkout.is_dir() else None
+
+
+def models() -> dict[str, Path]:
+    """Shipped ONNX models by stem (e.g. "squeezenet1_1")."""
+    folder = root() / "models" if root() else None
+    return {p.stem: p for p in sorted(folder.glob("*.onnx"))} if folder and folder.is_dir() else {}
+
+
+def cost_tables() -> dict[str, Path]:
+    """Shipped cost tables (HDF5) by stem (e.g. "h100_fp32")."""
+    folder = root() / "costs" if root() else None
+    return {p.stem: p for p in sorted(folder.glob("*.h5"))} if folder and folder.is_dir() else {}

@@ -1,0 +1,94 @@
+"""The installed product: the tests see the installed package (not the source tree),
+the `rlflow` command and its manners, the shipped data, the scripts as thin faces."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import taso_env
+from taso_env import shipped_data
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(not os.environ.get("RLFLOW_TEST_INSTALLED"), reason="only under tests/run_all.sh")
+def test_tests_import_the_installed_package_not_the_source_tree():
+    assert not Path(taso_env.__file__).resolve().is_relative_to(REPO), taso_env.__file__
+
+
+def test_shipped_data_is_found():
+    assert {"resnet18", "resnet50", "squeezenet1_1", "bert_base"} <= set(shipped_data.models())
+    assert "h100_fp32" in shipped_data.cost_tables()
+    g = taso_env.graphs.load("squeezenet1_1")
+    assert g.num_ops == 65
+    assert taso_env.graphs.load("data/models/squeezenet1_1.onnx").num_ops == 65
+
+
+def _rlflow(*args, cwd=None):
+    return subprocess.run(["rlflow", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_console_command_lists_every_stage():
+    result = _rlflow("--help")
+    assert result.returncode == 0, result.stderr
+    for command in ("collect", "train-vae", "train-mdnrnn", "train-controller", "evaluate", "optimize",
+                    "measure", "pipeline"):
+        assert f"  {command} " in result.stdout
+        sub = _rlflow(command, "--help")
+        assert sub.returncode == 0 and f"usage: rlflow {command}" in sub.stdout, sub.stderr
+
+
+def test_unknown_command_is_refused():
+    result = _rlflow("colect")
+    assert result.returncode == 2 and "unknown command 'colect'" in result.stderr
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("missing.onnx", "missing.onnx: no such file"),
+    ("nosuchnet", "unknown graph 'nosuchnet'"),
+])
+def test_bad_model_is_one_line_and_exit_2(spec, message, tmp_path):
+    result = _rlflow("optimize", spec, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"rlflow optimize: error: {result.stderr.split('error: ', 1)[1].strip()}"
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_non_onnx_file_is_a_typed_error(tmp_path):
+    bogus = tmp_path / "rollouts.h5"
+    bogus.write_bytes(b"\x89HDF\r\n\x1a\n" + os.urandom(64))
+    result = _rlflow("optimize", str(bogus))
+    assert result.returncode == 2 and "not a valid ONNX model" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_config_is_a_typed_error(tmp_path):
+    result = _rlflow("collect", "--graphs", "nasrnn", "--episodes", "2", "--horizon", "-3",
+                     "--out", str(tmp_path / "r" / "rollouts.h5"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "horizon" in result.stderr
+
+
+def test_training_stage_without_rollouts_is_one_line_without_tensorflow_noise(tmp_path):
+    result = _rlflow("train-vae", "--run", str(tmp_path / "empty"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()], result.stderr  # one line
+    assert "rollouts.h5" in result.stderr and "oneDNN" not in result.stderr and "cuda" not in result.stderr
+
+
+def test_optimize_writes_a_model_onnxruntime_agrees_with(tmp_path):
+    out = tmp_path / "sq.onnx"
+    result = _rlflow("optimize", "squeezenet1_1", "--method", "greedy", "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "equivalent" in result.stdout and out.exists()
+
+
+def test_scripts_are_faces_of_the_commands():
+    for script in sorted((REPO / "scripts").glob("*.py")):
+        text = script.read_text()
+        assert "script_main(" in text and len(text.splitlines()) < 20, script.name
+        result = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and "usage: " + script.name in result.stdout, (script.name, result.stderr)
