@@ -7,11 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
-#include <sstream>
 
 namespace taso {
 namespace cuda {
@@ -35,24 +33,26 @@ const char* cache_file() {
   return p && *p ? p : nullptr;
 }
 
+// C stdio, not iostreams: the module shares its process with other C++ runtimes.
 std::map<std::string, ConvAlgo>& conv_cache() {
   static std::map<std::string, ConvAlgo> cache = [] {
     std::map<std::string, ConvAlgo> c;
     const char* path = cache_file();
-    if (!path) return c;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string key;
+    FILE* f = path ? std::fopen(path, "r") : nullptr;
+    if (!f) return c;
+    char line[4096];
+    while (std::fgets(line, sizeof line, f)) {
+      char* tab = std::strchr(line, '\t');
+      if (!tab) continue;
       int algo = 0, math = 0, fused = 0;
-      size_t ws = 0;
+      unsigned long long ws = 0;
       float ms = 0;
-      if (!std::getline(ls, key, '\t') || !(ls >> algo >> math >> fused >> ws >> ms)) continue;
+      if (std::sscanf(tab + 1, "%d %d %d %llu %f", &algo, &math, &fused, &ws, &ms) != 5) continue;
       if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) continue;
-      c[key] = {static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math), ws, ms,
-                fused != 0};
+      c[std::string(line, tab)] = {static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math),
+                                   static_cast<size_t>(ws), ms, fused != 0};
     }
+    std::fclose(f);
     return c;
   }();
   return cache;
@@ -60,10 +60,11 @@ std::map<std::string, ConvAlgo>& conv_cache() {
 
 void save_choice(const std::string& key, const ConvAlgo& a) {
   const char* path = cache_file();
-  if (!path) return;
-  std::ofstream out(path, std::ios::app);
-  out << key << '\t' << static_cast<int>(a.algo) << ' ' << static_cast<int>(a.math) << ' ' << (a.fused ? 1 : 0)
-      << ' ' << a.workspace << ' ' << a.ms << '\n';
+  FILE* f = path ? std::fopen(path, "a") : nullptr;
+  if (!f) return;
+  std::fprintf(f, "%s\t%d %d %d %llu %g\n", key.c_str(), static_cast<int>(a.algo), static_cast<int>(a.math),
+               a.fused ? 1 : 0, static_cast<unsigned long long>(a.workspace), a.ms);
+  std::fclose(f);
 }
 
 void set_nchw(cudnnTensorDescriptor_t d, const std::vector<int64_t>& s) {
@@ -148,6 +149,8 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
       cached = true;
     }
   }
+  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  if (log) std::fprintf(stderr, "rlflow conv %s cached %d\n", key.c_str(), cached ? 1 : 0);
   if (!cached) {
     // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
     const char* find_env = std::getenv("RLFLOW_CUDNN_FIND");
@@ -209,6 +212,8 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
   int returned = 0;
   RLFLOW_CUDNN(cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  if (log) std::fprintf(stderr, "rlflow conv find returned %d\n", returned);
   std::vector<std::pair<cudnnConvolutionFwdAlgo_t, cudnnMathType_t>> cands;
   for (int i = 0; i < returned; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
@@ -218,7 +223,6 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
         cands.emplace_back(perf[i].algo, math);
     }
   }
-  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
   ConvAlgo best;
   best.ms = -1;
   for (const auto& [a, math] : cands) {
@@ -238,6 +242,8 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
     // cuDNN's fused call applies ReLU or nothing; other activations run in our epilogue.
     for (int fused = cfg_.bias && cfg_.activation <= kActRelu ? 1 : 0; fused >= 0; --fused) {
       ConvAlgo cand{a, math, ws, 0.f, fused != 0};
+      if (log) std::fprintf(stderr, "rlflow conv try algo %d math %d fused %d ws %zu\n", static_cast<int>(a),
+                            static_cast<int>(math), fused, ws);
       if (enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s) !=
           CUDNN_STATUS_SUCCESS) {
         cudaGetLastError();
