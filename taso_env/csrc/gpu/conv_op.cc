@@ -1,0 +1,329 @@
+// cuDNN convolution with a timed, cached algorithm choice and fused epilogues (see
+// library_ops.h).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "library_ops.h"
+#include "library_util.h"
+#include "taso/types.h"
+
+namespace taso {
+namespace cuda {
+namespace {
+
+std::mutex& conv_cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// RLFLOW_CONV_ALGO_CACHE: a file of tab-separated lines "key algo math fused workspace ms"
+// read on first use and appended to on each new choice (keys name the device and cuDNN).
+const char* cache_file() {
+  const char* p = std::getenv("RLFLOW_CONV_ALGO_CACHE");
+  return p && *p ? p : nullptr;
+}
+
+// C stdio, not iostreams: the module shares its process with other C++ runtimes.
+std::map<std::string, ConvAlgo>& conv_cache() {
+  static std::map<std::string, ConvAlgo> cache = [] {
+    std::map<std::string, ConvAlgo> c;
+    const char* path = cache_file();
+    FILE* f = path ? std::fopen(path, "r") : nullptr;
+    if (!f) return c;
+    char line[4096];
+    while (std::fgets(line, sizeof line, f)) {
+      char* tab = std::strchr(line, '\t');
+      if (!tab) continue;
+      int algo = 0, math = 0, fused = 0;
+      unsigned long long ws = 0;
+      float ms = 0;
+      if (std::sscanf(tab + 1, "%d %d %d %llu %f", &algo, &math, &fused, &ws, &ms) != 5) continue;
+      if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) continue;
+      c[std::string(line, tab)] = {static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math),
+                                   static_cast<size_t>(ws), ms, fused != 0};
+    }
+    std::fclose(f);
+    return c;
+  }();
+  return cache;
+}
+
+void save_choice(const std::string& key, const ConvAlgo& a) {
+  const char* path = cache_file();
+  FILE* f = path ? std::fopen(path, "a") : nullptr;
+  if (!f) return;
+  std::fprintf(f, "%s\t%d %d %d %llu %g\n", key.c_str(), static_cast<int>(a.algo), static_cast<int>(a.math),
+               a.fused ? 1 : 0, static_cast<unsigned long long>(a.workspace), a.ms);
+  std::fclose(f);
+}
+
+}  // namespace
+
+size_t conv_algo_cache_size() {
+  std::lock_guard<std::mutex> lock(conv_cache_mutex());
+  return conv_cache().size();
+}
+
+ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
+  Context& ctx = context();
+  const auto& p = cfg.pads;
+  explicit_pad_ = p[0] != p[2] || p[1] != p[3];
+  std::vector<int64_t> xin = cfg.x;
+  int pad_h = static_cast<int>(p[0]), pad_w = static_cast<int>(p[1]);
+  if (explicit_pad_) {  // cuDNN pads symmetrically only: pad into a scratch buffer first
+    xin = {cfg.x[0], cfg.x[1], cfg.x[2] + p[0] + p[2], cfg.x[3] + p[1] + p[3]};
+    pad_idx_.rank = 4;
+    for (int d = 0; d < 4; ++d) {
+      pad_idx_.out_dims[d] = xin[d];
+      pad_idx_.in_dims[d] = cfg.x[d];
+    }
+    pad_idx_.begins[2] = p[0];
+    pad_idx_.begins[3] = p[1];
+    scratch_bytes_ = static_cast<size_t>(prod(xin)) * sizeof(float);
+    pad_h = pad_w = 0;
+  }
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&x_desc_));
+  RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&y_desc_));
+  RLFLOW_CUDNN(cudnnCreateFilterDescriptor(&w_desc_));
+  RLFLOW_CUDNN(cudnnCreateConvolutionDescriptor(&conv_desc_));
+  set_nchw(x_desc_, xin);
+  set_nchw(y_desc_, cfg.y);
+  RLFLOW_CUDNN(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(cfg.w[0]),
+                                          static_cast<int>(cfg.w[1]), static_cast<int>(cfg.w[2]),
+                                          static_cast<int>(cfg.w[3])));
+  RLFLOW_CUDNN(cudnnSetConvolution2dDescriptor(conv_desc_, pad_h, pad_w, static_cast<int>(cfg.strides[0]),
+                                               static_cast<int>(cfg.strides[1]), static_cast<int>(cfg.dilations[0]),
+                                               static_cast<int>(cfg.dilations[1]), CUDNN_CROSS_CORRELATION,
+                                               CUDNN_DATA_FLOAT));
+  RLFLOW_CUDNN(cudnnSetConvolutionGroupCount(conv_desc_, static_cast<int>(cfg.group)));
+  bool strict = cfg.math == MathMode::kFP32;
+  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  int on, oc, oh, ow;
+  RLFLOW_CUDNN(cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &on, &oc, &oh, &ow));
+  if (on != cfg.y[0] || oc != cfg.y[1] || oh != cfg.y[2] || ow != cfg.y[3])
+    throw CudaError("cuDNN computes a convolution output of " + std::to_string(on) + "x" + std::to_string(oc) + "x" +
+                    std::to_string(oh) + "x" + std::to_string(ow) + ", the graph says " + dims_str(cfg.y));
+
+  if (cfg.bias) {
+    RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&b_desc_));
+    RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(b_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                            static_cast<int>(cfg.y[1]), 1, 1));
+    RLFLOW_CUDNN(cudnnCreateActivationDescriptor(&act_desc_));
+    RLFLOW_CUDNN(cudnnSetActivationDescriptor(
+        act_desc_, cfg.activation == kActRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+        CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(xin) + "|w" +
+                    dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
+                    dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
+                    "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
+                    std::to_string(cfg.activation) + "|f32|" + math_mode_name(cfg.math);
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(conv_cache_mutex());
+    auto it = conv_cache().find(key);
+    if (it != conv_cache().end()) {
+      algo_ = it->second;
+      cached = true;
+    }
+  }
+  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  if (log) std::fprintf(stderr, "rlflow conv %s cached %d\n", key.c_str(), cached ? 1 : 0);
+  if (!cached) {
+    // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
+    const char* find_env = std::getenv("RLFLOW_CUDNN_FIND");
+    algo_ = find_env && std::string(find_env) == "0" ? heuristic() : tune(xin);
+    std::lock_guard<std::mutex> lock(conv_cache_mutex());
+    conv_cache()[key] = algo_;
+    if (algo_.ms > 0) save_choice(key, algo_);
+  }
+  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
+  size_t ws = 0;
+  RLFLOW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, algo_.algo,
+                                                       &ws));
+  algo_.workspace = ws;
+}
+
+ConvAlgo ConvOp::heuristic() {
+  Context& ctx = context();
+  bool strict = cfg_.math == MathMode::kFP32;
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  RLFLOW_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > (size_t(1) << 30)) continue;
+    if (strict && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    return {perf[i].algo, perf[i].mathType, perf[i].memory, 0.f, false};
+  }
+  return {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
+}
+
+// Times every (algorithm, math type, fused or not) that cuDNN runs for this
+// configuration on scratch buffers: the median of 5 replays of a CUDA graph of 8 calls,
+// after a warm-up. Strict fp32 admits FMA math only.
+ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
+  Context& ctx = context();
+  cudaStream_t s = ctx.stream;
+  RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
+  const size_t limit = size_t(1) << 30;
+  std::vector<cudnnMathType_t> maths = {CUDNN_FMA_MATH};
+  if (cfg_.math == MathMode::kTF32) maths = {CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};
+  auto zeroed = [&](size_t bytes) {
+    DeviceBuffer b(std::max<size_t>(bytes, 4));
+    RLFLOW_CUDA(cudaMemsetAsync(b.get(), 0, b.bytes(), s));
+    return b;
+  };
+  DeviceBuffer bx = zeroed(prod(xin) * sizeof(float)), bw = zeroed(prod(cfg_.w) * sizeof(float));
+  DeviceBuffer by = zeroed(prod(cfg_.y) * sizeof(float));
+  DeviceBuffer bz = zeroed(cfg_.residual ? prod(cfg_.y) * sizeof(float) : 0);
+  DeviceBuffer bb = zeroed(cfg_.bias ? cfg_.y[1] * sizeof(float) : 0);
+  const float* z = cfg_.residual ? bz.as<float>() : nullptr;
+  const float* bias = cfg_.bias ? bb.as<float>() : nullptr;
+  cudaEvent_t e0, e1;
+  RLFLOW_CUDA(cudaEventCreate(&e0));
+  RLFLOW_CUDA(cudaEventCreate(&e1));
+  // Candidates: what cudnnFind ran successfully (it runs every algorithm, so none of
+  // these crashes on this configuration), each with FMA math and, for TF32, also the
+  // math type Find used.
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  RLFLOW_CUDNN(cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  if (log) std::fprintf(stderr, "rlflow conv find returned %d\n", returned);
+  std::vector<std::pair<cudnnConvolutionFwdAlgo_t, cudnnMathType_t>> cands;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    for (cudnnMathType_t math : maths) {
+      if (math != CUDNN_FMA_MATH) math = perf[i].mathType;
+      if (std::find(cands.begin(), cands.end(), std::make_pair(perf[i].algo, math)) == cands.end())
+        cands.emplace_back(perf[i].algo, math);
+    }
+  }
+  ConvAlgo best;
+  best.ms = -1;
+  for (const auto& [a, math] : cands) {
+    size_t ws = 0;
+    if (cudnnSetConvolutionMathType(conv_desc_, math) != CUDNN_STATUS_SUCCESS ||
+        cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, a, &ws) !=
+            CUDNN_STATUS_SUCCESS ||
+        ws > limit)
+      continue;
+    DeviceBuffer wsb;
+    try {
+      wsb = DeviceBuffer(ws);
+    } catch (const CudaError&) {
+      cudaGetLastError();
+      continue;
+    }
+    // cuDNN's fused call applies ReLU or nothing; other activations run in our epilogue.
+    for (int fused = cfg_.bias && cfg_.activation <= kActRelu ? 1 : 0; fused >= 0; --fused) {
+      ConvAlgo cand{a, math, ws, 0.f, fused != 0};
+      if (log) std::fprintf(stderr, "rlflow conv try algo %d math %d fused %d ws %zu\n", static_cast<int>(a),
+                            static_cast<int>(math), fused, ws);
+      if (enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s) !=
+          CUDNN_STATUS_SUCCESS) {
+        cudaGetLastError();
+        continue;
+      }
+      if (cudaStreamSynchronize(s) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
+      // Timed as the executor runs it: 8 calls captured in a CUDA graph (eager launches
+      // would charge multi-kernel algorithms ~4 us of launch overhead per kernel).
+      auto body = [&] {
+        for (int k = 0; k < 8; ++k)
+          enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
+      };
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        body();
+        if (cudaStreamEndCapture(s, &graph) != cudaSuccess ||
+            cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+          exec = nullptr;
+          cudaGetLastError();
+        }
+      }
+      auto launch = [&] {
+        if (exec) RLFLOW_CUDA(cudaGraphLaunch(exec, s));
+        else body();
+      };
+      launch();
+      std::vector<float> samples;
+      for (int r = 0; r < 5; ++r) {
+        RLFLOW_CUDA(cudaEventRecord(e0, s));
+        launch();
+        RLFLOW_CUDA(cudaEventRecord(e1, s));
+        RLFLOW_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        RLFLOW_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        samples.push_back(ms / 8);
+      }
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+      std::sort(samples.begin(), samples.end());
+      cand.ms = samples[samples.size() / 2];
+      if (log)
+        std::fprintf(stderr, "rlflow conv tune %s algo %d math %d fused %d: %.4f ms\n",
+                     dims_str(cfg_.w).c_str(), static_cast<int>(a), static_cast<int>(math), fused, cand.ms);
+      if (best.ms < 0 || cand.ms < best.ms) best = cand;
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (best.ms < 0) {  // nothing ran: the always-available implicit GEMM
+    best = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+            cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
+  }
+  return best;
+}
+
+ConvOp::~ConvOp() {
+  if (act_desc_) cudnnDestroyActivationDescriptor(act_desc_);
+  if (b_desc_) cudnnDestroyTensorDescriptor(b_desc_);
+  if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
+  if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
+  if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
+  if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
+}
+
+cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const float* xin, const float* w, const float* bias,
+                              const float* z, float* y, void* workspace, cudaStream_t s) const {
+  Context& ctx = context();
+  float one = 1.f, zero = 0.f;
+  if (a.fused) {
+    float alpha2 = z ? 1.f : 0.f;
+    return cudnnConvolutionBiasActivationForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
+                                                 workspace, a.workspace, &alpha2, y_desc_, z ? z : y, b_desc_, bias,
+                                                 act_desc_, y_desc_, y);
+  }
+  cudnnStatus_t st = cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
+                                             workspace, a.workspace, &zero, y_desc_, y);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  launch_bias_activation(y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3], cfg_.activation, s);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+void ConvOp::run(const float* x, const float* w, const float* bias, const float* residual, float* y,
+                 void* workspace, void* scratch, cudaStream_t s) const {
+  Context& ctx = context();
+  RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
+  const float* xin = x;
+  if (explicit_pad_) {
+    int64_t n = prod(std::vector<int64_t>(pad_idx_.out_dims, pad_idx_.out_dims + 4));
+    launch_pad(x, scratch, sizeof(float), pad_idx_, 0, n, s);
+    xin = static_cast<const float*>(scratch);
+  }
+  check_cudnn(enqueue(algo_, xin, w, cfg_.bias ? bias : nullptr, cfg_.residual ? residual : nullptr, y, workspace, s),
+              algo_.fused ? "cudnnConvolutionBiasActivationForward" : "cudnnConvolutionForward", __FILE__, __LINE__);
+}
+
+}  // namespace cuda
+}  // namespace taso
