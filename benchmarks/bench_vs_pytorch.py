@@ -23,7 +23,6 @@ Prints the device and versions, one JSON line and a markdown table.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
@@ -34,9 +33,8 @@ import torch  # before taso_env: both load the same cuDNN wheel
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
-import onnx  # noqa: E402
 from common import emit  # noqa: E402
-from export_zoo import make  # noqa: E402
+from export_zoo import export_full, make  # noqa: E402
 from profile_vs_pytorch import graph_replay_ms, set_math  # noqa: E402
 
 import taso_env as te  # noqa: E402
@@ -55,10 +53,7 @@ def rel_err(got: np.ndarray, want: np.ndarray) -> float:
 
 def bench_torchvision(name: str, args) -> dict:
     model, x = make(name)
-    buf = io.BytesIO()
-    torch.onnx.export(model, (x,), buf, input_names=["input"], output_names=["output"], opset_version=17,
-                      do_constant_folding=True, dynamo=False)
-    proto = onnx.load_from_string(buf.getvalue())
+    proto = export_full(name, model, x)
     row: dict = {"model": name}
     g = te.load_onnx(proto, name=name)
     row["ops"] = sum(1 for o in g.ops if o.type not in ("Input", "Weight"))

@@ -7,8 +7,8 @@ torchvision and transformers; nothing is downloaded).
 Every model: random init (torchvision `weights=None`), ±1e-3 uniform noise on every
 float parameter and buffer (BatchNorm running_var positive only) so that no two
 initializers are equal, eval mode, batch 1, TorchScript exporter (opset 17, constant
-folding, which folds BatchNorm into Conv), then the float weights stripped: each weight
-initializer becomes a graph input of the same name, dtype and shape with
+folding, which folds BatchNorm into Conv; the dynamo exporter, opset 18, for ViT),
+then the float weights stripped: each weight initializer becomes a graph input of the same name, dtype and shape with
 `doc_string = "weight: initializer data stripped"` (integer/bool initializers of at
 most 4096 elements and float scalars stay). The full export is checked against PyTorch
 in onnxruntime before stripping; the stripped file passes the ONNX checker and strict
@@ -51,6 +51,26 @@ def make(name: str):
     return model, torch.randn(1, 3, size, size, generator=g)
 
 
+# The TorchScript exporter leaves ViT's class-token Expand with a dynamic dimension; the
+# dynamo exporter gives a fully static graph (opset 18).
+DYNAMO = {"vit_b_16"}
+
+
+def export_full(name: str, model, x):
+    """The ONNX export of `model` on input `x`, weights kept (a ModelProto)."""
+    import onnx
+    import torch
+
+    if name in DYNAMO:
+        prog = torch.onnx.export(model, (x,), input_names=["input"], output_names=["output"], opset_version=18,
+                                 dynamo=True, optimize=True)
+        return prog.model_proto
+    buf = io.BytesIO()
+    torch.onnx.export(model, (x,), buf, input_names=["input"], output_names=["output"], opset_version=17,
+                      do_constant_folding=True, dynamo=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
 def strip(model_bytes: bytes, source: str):
     import numpy as np
     import onnx
@@ -86,10 +106,7 @@ def export(name: str, out_dir: str) -> dict:
     import torch
 
     model, x = make(name)
-    buf = io.BytesIO()
-    torch.onnx.export(model, (x,), buf, input_names=["input"], output_names=["output"], opset_version=17,
-                      do_constant_folding=True, dynamo=False)
-    full = buf.getvalue()
+    full = export_full(name, model, x).SerializeToString()
     sess = ort.InferenceSession(full, providers=["CPUExecutionProvider"])
     got = sess.run(None, {"input": x.numpy()})[0]
     with torch.no_grad():
