@@ -35,6 +35,7 @@ def all_ops_graph() -> te.Graph:
     v = b.op("MatMul", [att, b.weight("wv", [1, 2, t.shape[1], 4])], activation=1)  # batch broadcast
     t = b.op("MatMul", [t, b.weight("wm", [8, 8])], activation=3)
     t = b.gelu(b.op("Erf", [t]))
+    t = b.op("HardSwish", [b.op("HardSigmoid", [b.op("Clip", [t], min=-1.5, max=2.0)], alpha=0.3, beta=0.4)])
     t = b.softmax(b.op("Mul", [t, b.op("Identity", [t])]), axis=-1)
     flat = b.flatten(pooled)
     g = b.op("Gemm", [flat, b.weight("wg", [6, 8]), b.weight("bg", [6])], trans_b=1, alpha=0.5, beta=2.0)

@@ -235,6 +235,26 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1 + _erf(x / np.asarray(math.sqrt(2.0), dtype=x.dtype)))
 
 
+def _clip(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """min(max(x, min), max), bounds in x's dtype (ONNX Clip)."""
+    x = inputs[0]
+    lo, hi = (np.asarray(_attr(attrs, k, d)).astype(x.dtype) for k, d in
+              (("min", float(np.finfo(np.float32).min)), ("max", float(np.finfo(np.float32).max))))
+    return [np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)]
+
+
+def _hard_sigmoid(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """max(0, min(1, alpha * x + beta)) (ONNX HardSigmoid)."""
+    x = inputs[0]
+    alpha, beta = (np.asarray(_attr(attrs, k, d), dtype=x.dtype) for k, d in (("alpha", 0.2), ("beta", 0.5)))
+    return [np.clip(alpha * x + beta, 0, 1).astype(x.dtype, copy=False)]
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    """x * max(0, min(1, x / 6 + 1 / 2)) (ONNX HardSwish)."""
+    return x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1)
+
+
 def _concat(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [np.concatenate(inputs, axis=_int(attrs, "axis"))]
 
@@ -427,6 +447,7 @@ OP_REGISTRY: Mapping[str, OpFn] = MappingProxyType({
     "Softmax": _softmax, "Pad": _pad, "ReduceMean": _reduce(np.mean),
     "ReduceSum": _reduce(np.sum), "LayerNorm": _layer_norm, "Gather": _gather,
     "Where": _where, "Cast": _cast, "Constant": _constant,
+    "Clip": _clip, "HardSigmoid": _hard_sigmoid, "HardSwish": _elementwise(_hard_swish),
 })
 
 

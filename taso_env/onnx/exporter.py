@@ -100,6 +100,14 @@ def _emit_plain(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
         w.node(t, ins, outs, o.name)
     elif t == "Gelu":
         w.node("Gelu", ins, outs, o.name)
+    elif t == "Clip":
+        dtype = w.graph.tensor(o.inputs[0]).np_dtype
+        bounds = [w.const(f"{o.name}.{k}", a[k], dtype=dtype) for k in ("min", "max")]
+        w.node("Clip", [*ins, *bounds], outs, o.name)
+    elif t == "HardSigmoid":
+        w.node("HardSigmoid", ins, outs, o.name, alpha=a["alpha"], beta=a["beta"])
+    elif t == "HardSwish":
+        w.node("HardSwish", ins, outs, o.name)
     elif t == "Concat":
         w.node("Concat", ins, outs, o.name, axis=a["axis"])
     elif t == "Split":

@@ -139,6 +139,35 @@ def _gelu(n: _Node) -> Conversion:
     return ("Gelu", n.inputs[:1], {}) if approx in (b"none", "none") else None
 
 
+def _clip(n: _Node) -> Conversion:
+    if n.ctx.opset < 11:
+        bounds = [n.attrs.get("min"), n.attrs.get("max")]
+    else:
+        bounds = []
+        for slot in (1, 2):
+            if not n.has_input(slot):
+                bounds.append(None)
+                continue
+            value = n.const(slot)
+            if value is None or value.size != 1:
+                return None  # bounds computed at run time: opaque
+            bounds.append(float(value.reshape(-1)[0]))
+    attrs = {k: float(v) for k, v in zip(("min", "max"), bounds) if v is not None}
+    return "Clip", n.inputs[:1], attrs
+
+
+def _hard_sigmoid(n: _Node) -> Conversion:
+    return "HardSigmoid", n.inputs[:1], {"alpha": float(n.attrs.get("alpha", 0.2)),
+                                        "beta": float(n.attrs.get("beta", 0.5))}
+
+
+def _squeeze_like(n: _Node) -> Conversion:
+    """Squeeze / Unsqueeze: with static shapes, a Reshape to the inferred output shape."""
+    if len(n.outputs) != 1:
+        return None
+    return "Reshape", n.inputs[:1], {"shape": list(n.shape(n.outputs[0]))}
+
+
 def _concat(n: _Node) -> Conversion:
     return "Concat", n.inputs, {"axis": int(n.attrs["axis"])}
 
@@ -262,6 +291,11 @@ _CONVERTERS: dict[str, Callable[[_Node], Conversion]] = {
     "Gather": _gather,
     "Where": _same("Where", 3),
     "Cast": _cast,
+    "Clip": _clip,
+    "HardSigmoid": _hard_sigmoid,
+    "HardSwish": _same("HardSwish", 1),
+    "Squeeze": _squeeze_like,
+    "Unsqueeze": _squeeze_like,
 }
 
 

@@ -1,6 +1,7 @@
 // The op-type table: names, input counts and attribute schemas of every operator.
 // docs/operators.md is the prose version of this table.
 #include <array>
+#include <limits>
 #include <unordered_map>
 
 #include "taso/errors.h"
@@ -81,6 +82,10 @@ std::vector<OpSchema> build_schemas() {
        {Float("value", 0.0), Ints("shape", {}), Int("dtype", kFloat32)}},
       {OpType::kOpaque, "Opaque", 0, -1, true,
        {RequiredString("onnx_op_type"), String("onnx_node")}},
+      {OpType::kClip, "Clip", 1, 1, false,
+       {Float("min", std::numeric_limits<float>::lowest()), Float("max", std::numeric_limits<float>::max())}},
+      {OpType::kHardSigmoid, "HardSigmoid", 1, 1, false, {Float("alpha", 0.2), Float("beta", 0.5)}},
+      {OpType::kHardSwish, "HardSwish", 1, 1, false, none},
   };
   return s;
 }

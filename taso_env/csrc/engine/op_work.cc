@@ -13,6 +13,9 @@ double elementwise_flops(OpType type) {
     case OpType::kSub:
     case OpType::kMul:
     case OpType::kRelu: return 1;
+    case OpType::kClip: return 2;
+    case OpType::kHardSigmoid: return 3;
+    case OpType::kHardSwish: return 4;
     case OpType::kDiv:
     case OpType::kSqrt: return 4;
     case OpType::kSigmoid:

@@ -279,6 +279,9 @@ std::vector<TensorType> infer_output_types(OpType type, const std::string& op_na
     case OpType::kGelu:
     case OpType::kSqrt:
     case OpType::kExp:
+    case OpType::kClip:
+    case OpType::kHardSigmoid:
+    case OpType::kHardSwish:
       c.expect_float(0, "input x");
       return {inputs[0]};
     case OpType::kConcat: return infer_concat(c);

@@ -26,13 +26,16 @@ struct BroadcastIndex {
 BroadcastIndex make_broadcast(const std::vector<int64_t>& out,
                               const std::vector<std::vector<int64_t>>& operands);
 
-enum class UnaryKind : int { kRelu, kSigmoid, kTanh, kErf, kGelu, kSqrt, kExp };
+// kClip: min(max(x, a), b); kHardSigmoid: max(0, min(1, a * x + b)); kHardSwish:
+// x * max(0, min(1, x / 6 + 1 / 2)).
+enum class UnaryKind : int { kRelu, kSigmoid, kTanh, kErf, kGelu, kSqrt, kExp, kClip, kHardSigmoid, kHardSwish };
 enum class BinaryKind : int { kAdd, kSub, kMul, kDiv };
 
 // dtype codes are the ONNX codes of taso/types.h.
 bool unary_supported(UnaryKind k, int dtype);
 bool binary_supported(int dtype);
-void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cudaStream_t s);
+void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cudaStream_t s, float a = 0.f,
+                  float b = 0.f);
 void launch_binary(BinaryKind k, int dtype, const void* a, const void* b, void* y, const BroadcastIndex& idx,
                    int64_t n, cudaStream_t s);
 // out = cond ? x : y (cond bool bytes), any element size.

@@ -54,7 +54,7 @@ template <typename T>
 __device__ inline T erf_of(T x) { return erf(x); }
 
 template <typename T>
-__device__ inline T unary_apply(UnaryKind k, T x) {
+__device__ inline T unary_apply(UnaryKind k, T x, float a, float b) {
   switch (k) {
     case UnaryKind::kRelu: return x > T(0) ? x : T(0);
     case UnaryKind::kSigmoid: return T(1) / (T(1) + exp(-x));
@@ -63,12 +63,21 @@ __device__ inline T unary_apply(UnaryKind k, T x) {
     case UnaryKind::kGelu: return T(0.5) * x * (T(1) + erf_of(x * T(0.70710678118654752440)));
     case UnaryKind::kSqrt: return sqrt(x);
     case UnaryKind::kExp: return exp(x);
+    case UnaryKind::kClip: return x < T(a) ? T(a) : (x > T(b) ? T(b) : x);
+    case UnaryKind::kHardSigmoid: {
+      T v = T(a) * x + T(b);
+      return v < T(0) ? T(0) : (v > T(1) ? T(1) : v);
+    }
+    case UnaryKind::kHardSwish: {
+      T v = x / T(6) + T(0.5);
+      return x * (v < T(0) ? T(0) : (v > T(1) ? T(1) : v));
+    }
   }
   return x;
 }
 
 template <>
-__device__ inline float unary_apply<float>(UnaryKind k, float x) {
+__device__ inline float unary_apply<float>(UnaryKind k, float x, float a, float b) {
   switch (k) {
     case UnaryKind::kRelu: return fmaxf(x, 0.f);
     case UnaryKind::kSigmoid: return 1.f / (1.f + expf(-x));
@@ -77,14 +86,17 @@ __device__ inline float unary_apply<float>(UnaryKind k, float x) {
     case UnaryKind::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752440f));
     case UnaryKind::kSqrt: return sqrtf(x);
     case UnaryKind::kExp: return expf(x);
+    case UnaryKind::kClip: return fminf(fmaxf(x, a), b);
+    case UnaryKind::kHardSigmoid: return fminf(fmaxf(a * x + b, 0.f), 1.f);
+    case UnaryKind::kHardSwish: return x * fminf(fmaxf(x / 6.f + 0.5f, 0.f), 1.f);
   }
   return x;
 }
 
 template <typename T>
-__global__ void unary_kernel(UnaryKind k, const T* x, T* y, int64_t n) {
+__global__ void unary_kernel(UnaryKind k, const T* x, T* y, int64_t n, float a, float b) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = unary_apply<T>(k, x[i]);
+    y[i] = unary_apply<T>(k, x[i], a, b);
 }
 
 template <typename T>
@@ -267,7 +279,7 @@ bool binary_supported(int dtype) {
   return dtype == kFloat32 || dtype == kFloat64 || dtype == kInt32 || dtype == kInt64;
 }
 
-void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cudaStream_t s) {
+void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cudaStream_t s, float a, float b) {
   if (n == 0) return;
   if (dtype == kInt32) {
     relu_int_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<const int32_t*>(x), static_cast<int32_t*>(y), n);
@@ -276,7 +288,7 @@ void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cud
   } else {
     by_float_dtype(dtype, [&](auto t) {
       using T = decltype(t);
-      unary_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(x), static_cast<T*>(y), n);
+      unary_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(x), static_cast<T*>(y), n, a, b);
     });
   }
   check_launch("unary kernel");

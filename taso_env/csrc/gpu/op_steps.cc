@@ -374,6 +374,26 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       void* yp = y[0];
       return [=](cudaStream_t s) { launch_fill(dtype, value, yp, n, s); };
     }
+    case OpType::kClip:
+    case OpType::kHardSigmoid:
+    case OpType::kHardSwish: {
+      UnaryKind k = op.type == OpType::kClip          ? UnaryKind::kClip
+                    : op.type == OpType::kHardSigmoid ? UnaryKind::kHardSigmoid
+                                                      : UnaryKind::kHardSwish;
+      if (!unary_supported(k, out.dtype)) unsupported(op, "dtype " + dtype_name(out.dtype) + " is not supported");
+      float a = 0.f, b = 0.f;
+      if (op.type == OpType::kClip) {
+        a = static_cast<float>(op.attrs.get_float("min"));
+        b = static_cast<float>(op.attrs.get_float("max"));
+      } else if (op.type == OpType::kHardSigmoid) {
+        a = static_cast<float>(op.attrs.get_float("alpha"));
+        b = static_cast<float>(op.attrs.get_float("beta"));
+      }
+      const void* xp = x[0];
+      void* yp = y[0];
+      int dtype = out.dtype;
+      return [=](cudaStream_t s) { launch_unary(k, dtype, xp, yp, n, s, a, b); };
+    }
     case OpType::kOpaque: {
       auto it = op.attrs.strings.find("onnx_op_type");
       unsupported(op, "opaque ONNX op " + (it != op.attrs.strings.end() ? "'" + it->second + "' " : std::string()) +

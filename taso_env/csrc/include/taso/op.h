@@ -48,6 +48,10 @@ enum class OpType : int {
   kCast,
   kConstant,
   kOpaque,
+  // Added after Opaque so that the codes above stay stable.
+  kClip,
+  kHardSigmoid,
+  kHardSwish,
   kNumOpTypes,  // keep last
 };
 
