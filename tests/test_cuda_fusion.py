@@ -53,13 +53,20 @@ def _graph(pattern: str, bias: bool = True) -> te.Graph:
         y = b.relu(a)
     elif pattern == "broadcast_add":  # must not fuse: the residual broadcasts
         y = b.relu(b.add(y, b.input("c1", [1, 16, 1, 1])))
+    elif pattern == "relu6":
+        y = b.op("Clip", [y], min=0.0, max=6.0)
+    elif pattern == "add_hardswish":
+        y = b.op("HardSwish", [b.add(y, r)])
+    elif pattern == "clip_not_relu6":  # fuses nothing: only Clip(0, 6) is an epilogue
+        y = b.op("Clip", [y], min=-1.0, max=1.0)
     elif pattern == "asym_pads_strided":
         y = b.relu(b.add(b.conv2d(x, 16, 3, stride=2, padding=[0, 0, 1, 1], name="s"), b.input("r2", [1, 16, 7, 7])))
     b.output(y, "y")
     return b.build()
 
 
-PATTERNS = ["relu", "add", "add_swapped_relu", "add_relu", "two_convs_add_relu", "conv_read_twice",
+PATTERNS = ["relu", "relu6", "add_hardswish", "clip_not_relu6",
+            "add", "add_swapped_relu", "add_relu", "two_convs_add_relu", "conv_read_twice",
             "relu_is_output", "broadcast_add", "asym_pads_strided"]
 
 

@@ -1,6 +1,8 @@
 // Executor-side convolution epilogue fusion (see fusion.h).
 #include "fusion.h"
 
+#include "kernels.h"
+
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -8,6 +10,21 @@
 
 namespace taso {
 namespace cuda {
+
+namespace {
+
+// The epilogue code of an activation op the convolution can absorb, or -1.
+int epilogue_activation(const Op& op) {
+  switch (op.type) {
+    case OpType::kRelu: return kActRelu;
+    case OpType::kHardSwish: return kEpilogueHardSwish;
+    case OpType::kClip:
+      return op.attrs.get_float("min") == 0.0 && op.attrs.get_float("max") == 6.0 ? kEpilogueRelu6 : -1;
+    default: return -1;
+  }
+}
+
+}  // namespace
 
 FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
                              const std::vector<char>& constant) {
@@ -39,9 +56,9 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
     ConvFusion f;
     f.conv = id;
     int last = -1, mid = -1;
-    if (r.type == OpType::kRelu) {
+    if (int act = epilogue_activation(r); act >= 0) {
       last = reader;
-      f.activation = kActRelu;
+      f.activation = act;
     } else if (r.type == OpType::kAdd) {
       const TensorRef& other = r.inputs[1 - slot];
       if (other.op == id || !(graph.tensor_type(other) == y) || !(r.outputs[0] == y)) continue;
@@ -50,10 +67,10 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
       last = reader;
       auto [relu, relu_slot] = sole_reader(reader);
       (void)relu_slot;
-      if (usable(relu) && graph.op(relu).type == OpType::kRelu) {
+      if (usable(relu) && epilogue_activation(graph.op(relu)) >= 0) {
         mid = reader;
         last = relu;
-        f.activation = kActRelu;
+        f.activation = epilogue_activation(graph.op(relu));
       }
     } else {
       continue;

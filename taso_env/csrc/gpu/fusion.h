@@ -1,6 +1,7 @@
 // Epilogue fusion, the executor's decision (invisible to the graph and its cost): a
-// float32 Conv2D without a fused activation whose only reader is a Relu, an Add of a
-// same-shaped float32 tensor, or such an Add read only by a Relu, runs as one
+// float32 Conv2D without a fused activation whose only reader is an activation (Relu,
+// Clip(0, 6) = ReLU6, HardSwish), an Add of a same-shaped float32 tensor, or such an Add
+// read only by such an activation, runs as one
 // convolution call that writes the last op's output (cuDNN's conv + bias + residual +
 // ReLU, or the convolution and one epilogue kernel). The intermediate tensors are then
 // never written; nothing reads them (none is a graph output or has another reader).
@@ -15,7 +16,7 @@ namespace cuda {
 
 struct ConvFusion {
   int conv = -1;        // the Conv2D op whose step runs at this op's position
-  int activation = 0;   // kActRelu when a Relu was folded in
+  int activation = 0;   // kActRelu / kEpilogueRelu6 / kEpilogueHardSwish when folded in
   bool residual = false;
   TensorRef residual_ref;
 };

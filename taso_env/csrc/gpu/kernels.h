@@ -53,8 +53,12 @@ void launch_fill(int dtype, double value, void* y, int64_t n, cudaStream_t s);
 void launch_random_fill(int dtype, void* y, int64_t n, uint64_t seed, float scale, bool positive,
                         cudaStream_t s);
 
+// Epilogue activations beyond the graph IR's fused codes (executor fusion only).
+constexpr int kEpilogueRelu6 = 4;      // Clip(min 0, max 6)
+constexpr int kEpilogueHardSwish = 5;  // HardSwish
+
 // y[n, c, inner] = act(y + bias[c] + residual[n, c, inner]) in place; bias and residual
-// may be null. act: 0 none, 1 relu, 2 sigmoid, 3 tanh.
+// may be null. act: 0 none, 1 relu, 2 sigmoid, 3 tanh, kEpilogueRelu6, kEpilogueHardSwish.
 void launch_bias_activation(float* y, const float* bias, const float* residual, int64_t total, int64_t channels,
                             int64_t inner, int act, cudaStream_t s);
 // Inference batch norm over channel axis 1 of [N, C, inner].
