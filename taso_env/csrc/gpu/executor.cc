@@ -46,13 +46,25 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (host_fed[id]) continue;
     for (const TensorRef& r : graph_.op(id).inputs) stack.push_back(r.op);
   }
-  // One arena for every needed tensor (sources included).
+  // One arena for every needed tensor (sources included). A Reshape, Flatten or Identity
+  // output is its input's buffer (tensors are written once, by their producer, so an
+  // alias never sees other data): it runs no kernel.
   offsets_.assign(n_ops, {});
+  std::vector<char> alias(n_ops, 0);
   size_t total = 0;
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
     offsets_[id].assign(op.outputs.size(), kNone);
     if (!needed[id]) continue;
+    bool view = op.type == OpType::kReshape || op.type == OpType::kFlatten || op.type == OpType::kIdentity;
+    if (view && !host_fed[id] && op.inputs.size() == 1) {
+      size_t in = offsets_[op.inputs[0].op][op.inputs[0].index];
+      if (in != kNone) {
+        offsets_[id][0] = in;
+        alias[id] = 1;
+        continue;
+      }
+    }
     for (size_t k = 0; k < op.outputs.size(); ++k) {
       offsets_[id][k] = total;
       size_t bytes = static_cast<size_t>(op.outputs[k].num_bytes());
@@ -87,7 +99,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
       }
       continue;
     }
-    if (fusion.skip[id]) continue;
+    if (fusion.skip[id] || alias[id]) continue;
     std::vector<void*> in, out;
     for (size_t k = 0; k < op.outputs.size(); ++k) out.push_back(tensor_ptr({id, static_cast<int>(k)}));
     if (const ConvFusion& f = fusion.at[id]; f.conv >= 0) {

@@ -134,6 +134,40 @@ __global__ void binary_bcast_kernel(BinaryKind k, BroadcastIndex idx, const T* a
   }
 }
 
+// One operand laid out like the output, the other a vector repeated along it:
+// vec[(i / inner) % nb] (a bias row, a per-channel scale, a scalar).
+template <typename T>
+__global__ void binary_vec_kernel(BinaryKind k, const T* full, const T* vec, T* y, int64_t n, int64_t inner,
+                                  int64_t nb, bool vec_first) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    T v = vec[(i / inner) % nb];
+    y[i] = vec_first ? binary_apply<T>(k, v, full[i]) : binary_apply<T>(k, full[i], v);
+  }
+}
+
+// Whether operand `op` of `idx` reads vec[(i / inner) % nb]: its non-broadcast dims form
+// one contiguous run laid out row-major.
+bool vector_pattern(const BroadcastIndex& idx, int op, int64_t* inner, int64_t* nb) {
+  int d0 = -1, d1 = -1;
+  for (int d = 0; d < idx.rank; ++d)
+    if (idx.strides[op][d] != 0 && idx.dims[d] != 1) {
+      if (d0 < 0) d0 = d;
+      d1 = d + 1;
+    }
+  *inner = 1;
+  *nb = 1;
+  if (d0 < 0) return true;  // a scalar
+  int64_t expect = 1;
+  for (int d = d1 - 1; d >= d0; --d) {
+    if (idx.dims[d] == 1) continue;
+    if (idx.strides[op][d] != expect) return false;
+    expect *= idx.dims[d];
+  }
+  *nb = expect;
+  for (int d = d1; d < idx.rank; ++d) *inner *= idx.dims[d];
+  return true;
+}
+
 template <typename T>
 __global__ void where_kernel(BroadcastIndex idx, const uint8_t* c, const T* x, const T* y, T* out, int64_t n) {
   int64_t off[3];
@@ -301,9 +335,16 @@ void launch_binary(BinaryKind k, int dtype, const void* a, const void* b, void* 
   if (n == 0) return;
   by_numeric_dtype(dtype, [&](auto t) {
     using T = decltype(t);
+    int64_t inner = 1, nb = 1;
     if (idx.same[0] && idx.same[1])
       binary_same_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(a), static_cast<const T*>(b),
                                                              static_cast<T*>(y), n);
+    else if (idx.same[0] && vector_pattern(idx, 1, &inner, &nb))
+      binary_vec_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(a), static_cast<const T*>(b),
+                                                            static_cast<T*>(y), n, inner, nb, false);
+    else if (idx.same[1] && vector_pattern(idx, 0, &inner, &nb))
+      binary_vec_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(b), static_cast<const T*>(a),
+                                                            static_cast<T*>(y), n, inner, nb, true);
     else
       binary_bcast_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, idx, static_cast<const T*>(a),
                                                                static_cast<const T*>(b), static_cast<T*>(y), n);
