@@ -23,6 +23,7 @@ alone (no heavy op upstream), and their host time is not part of the measured ru
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -52,8 +53,31 @@ class UnsupportedGraphError(CudaBackendError, UnsupportedOpError):
     """The graph holds an op the GPU backend cannot run (names the op)."""
 
 
+ALGO_CACHE_ENV = "RLFLOW_CONV_ALGO_CACHE"
+
+
+def default_algo_cache() -> str:
+    """Where convolution algorithm choices persist between processes when
+    RLFLOW_CONV_ALGO_CACHE is unset: ~/.cache/rlflow/conv_algos.tsv (docs/gpu.md)."""
+    return os.path.join(os.path.expanduser("~"), ".cache", "rlflow", "conv_algos.tsv")
+
+
+def _set_algo_cache() -> None:
+    """The C++ side reads RLFLOW_CONV_ALGO_CACHE once, at the first convolution; an
+    empty value turns the file off."""
+    if ALGO_CACHE_ENV in os.environ:
+        return
+    path = default_algo_cache()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError:
+        return
+    os.environ[ALGO_CACHE_ENV] = path
+
+
 @functools.cache
 def _module():
+    _set_algo_cache()
     try:
         from taso_env import _cuda
     except ImportError as err:
