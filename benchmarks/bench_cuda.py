@@ -11,7 +11,7 @@ the backtracking-optimised one (searched with the table model, falling back to t
 analytic model without a table), estimated vs measured speedup, Spearman rank
 correlation of estimated (table) vs measured runtime over the original and
 `--candidates` random-rewrite graphs, the table's miss rate on them, and PyTorch's
-CUDA-graph runtime (measured here with --torch; shared/GPU.md's figure otherwise).
+CUDA-graph runtime (measured here with --torch; docs/gpu.md's figure otherwise).
 Then `--leak-iters` end-to-end measurements in one process (a fresh executor every
 `--leak-fresh-every`), GPU memory in use before and after. Prints one JSON line and a markdown table.
 """
@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TABLE = os.path.join(ROOT, "data", "costs", "h100_fp32.h5")
 DEFAULT_MODELS = ["squeezenet", "resnet18", "resnet50", "inception_v3", "bert_base", "vit_base", "nasrnn",
                   "resnext50"]
-# shared/GPU.md: PyTorch 2.11, batch 1, CUDA-graph replay. (ms, device, math)
+# docs/gpu.md: PyTorch 2.11, batch 1, CUDA-graph replay. (ms, device, math)
 PYTORCH_REFERENCE = {"resnet50": (2.20, "H100", "fp32"), "bert_base": (2.85, "H100", "fp32 kernel time"),
                      "resnet18": (0.50, "H200", "default"), "squeezenet": (0.33, "H200", "default"),
                      "inception_v3": (1.88, "H200", "default"), "vit_base": (3.14, "H200", "default")}

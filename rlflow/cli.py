@@ -31,7 +31,6 @@ from collections.abc import Sequence
 COMMANDS: dict[str, str] = {
     "inspect": "inspect",
     "optimize": "optimize",
-    "rules": "rules",
     "collect": "collect",
     "train-vae": "train_vae",
     "train-mdnrnn": "train_mdnrnn",

@@ -43,7 +43,7 @@ double CostModel::graph_cost_ms(const Graph& graph) const {
   return total;
 }
 
-// Launch overhead and kernel latency are the H100 figures of shared/GPU.md (1.2 us per
+// Launch overhead and kernel latency are the H100 figures of docs/gpu.md (1.2 us per
 // kernel in a CUDA graph; small element-wise kernels run 1-2 us). The efficiencies are
 // calibrated against PyTorch on an H100 (batch 1, strict fp32): ResNet-50 near its
 // 2.20 ms CUDA-graph replay (batch-1 convolutions fill a small part of the machine) and

@@ -79,7 +79,7 @@ class RuleSet {
   // Materialises one candidate. Throws ValueError if it does not apply to `graph`.
   Graph apply(const Graph& graph, int rule_id, const std::vector<int>& location) const;
 
-  struct Compiled;  // a checked, pre-processed rule (rule.cc)
+  struct Compiled;  // a checked, pre-processed rule (rule_internal.h)
 
  private:
   std::vector<std::unique_ptr<Compiled>> rules_;

@@ -1,0 +1,277 @@
+// Private to the rule engine: a compiled rule, a match, a planned target, and the
+// matching/planning steps that rule.cc (RuleSet) drives. Matching lives in
+// rule_match.cc; compilation of the JSON spec is the Compiled constructor below.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "rule_expr.h"
+#include "taso/errors.h"
+#include "taso/rule.h"
+
+namespace taso {
+namespace rule_detail {
+
+// A parsed pattern reference: a free variable, or output `index` of pattern op `op`.
+struct Ref {
+  bool is_var = false;
+  int var = -1;
+  int op = -1;
+  int index = 0;
+  bool optional = false;
+};
+
+struct CompiledOp {
+  OpType type;
+  std::vector<Ref> inputs;
+  int required_inputs = 0;
+};
+
+// Per-call graph facts shared by all rules.
+struct GraphFacts {
+  const Graph& graph;
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> consumers;
+  std::vector<char> is_output;  // per op: some output is a graph output
+  std::set<TensorRef> output_tensors;
+  std::vector<char> constant;
+  std::vector<double> op_costs;
+  std::vector<std::vector<int>> ops_by_type;
+
+  GraphFacts(const Graph& g, const CostModel* model) : graph(g) {
+    consumers = g.consumers();
+    is_output.assign(g.num_ops(), 0);
+    for (const TensorRef& t : g.outputs()) {
+      is_output[t.op] = 1;
+      output_tensors.insert(t);
+    }
+    constant = constant_ops(g);
+    if (model) {
+      op_costs.resize(g.num_ops());
+      for (int i = 0; i < g.num_ops(); ++i) op_costs[i] = model->op_cost_ms(g, i, constant);
+    }
+    ops_by_type.resize(kNumOpTypes);
+    for (int i = 0; i < g.num_ops(); ++i) ops_by_type[static_cast<int>(g.op(i).type)].push_back(i);
+  }
+};
+
+// A target op, planned against a match: where its inputs come from and its types.
+struct PlannedOp {
+  bool present = true;
+  Op op;
+  std::vector<Ref> inputs;  // present inputs only
+  bool constant = false;
+};
+
+struct Plan {
+  std::vector<PlannedOp> ops;
+  std::vector<Ref> outputs;  // per source output
+  std::set<int> dead;        // graph ops that become dead
+};
+
+
+
+}  // namespace rule_detail
+
+struct RuleSet::Compiled {
+  using Ref = rule_detail::Ref;
+  using CompiledOp = rule_detail::CompiledOp;
+
+  RuleSpec spec;
+  std::vector<std::string> var_names;
+  std::vector<CompiledOp> source;
+  std::vector<int> order;                   // source ops in matching order
+  std::vector<std::pair<int, int>> source_outputs;  // (pattern op, output index)
+  std::vector<std::vector<Ref>> target_inputs;
+  std::vector<OpType> target_types;
+  std::vector<Ref> target_outputs;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ValueError("rule " + std::to_string(spec.id) + " '" + spec.name + "': " + what);
+  }
+
+  // Parses "name", "name:i", "name?" against the source ops (and target ops when
+  // `target_names` is given).
+  Ref parse_ref(const std::string& text, const std::vector<PatternOp>& ops, bool define_vars) {
+    Ref r;
+    std::string name = text;
+    if (!name.empty() && name.back() == '?') {
+      r.optional = true;
+      name.pop_back();
+    }
+    size_t colon = name.find(':');
+    std::string base = name.substr(0, colon);
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == base) {
+        r.op = static_cast<int>(i);
+        r.index = colon == std::string::npos ? 0 : std::stoi(name.substr(colon + 1));
+        if (r.optional) fail("'" + text + "': only free variables can be optional");
+        return r;
+      }
+    if (colon != std::string::npos) fail("'" + text + "' refers to an unknown pattern op");
+    auto it = std::find(var_names.begin(), var_names.end(), base);
+    if (it == var_names.end()) {
+      if (!define_vars) fail("'" + text + "' is neither a target op nor a free variable of the source");
+      var_names.push_back(base);
+      it = var_names.end() - 1;
+    }
+    r.is_var = true;
+    r.var = static_cast<int>(it - var_names.begin());
+    r.optional = r.optional || optional_vars.count(base);
+    if (r.optional) optional_vars.insert(base);
+    return r;
+  }
+  std::set<std::string> optional_vars;
+
+  explicit Compiled(RuleSpec s) : spec(std::move(s)) {
+    if (spec.source.ops.empty()) fail("empty source pattern");
+    std::set<std::string> names;
+    for (const PatternOp& p : spec.source.ops)
+      if (!names.insert(p.name).second) fail("duplicate source op name '" + p.name + "'");
+    for (const PatternOp& p : spec.source.ops) {
+      CompiledOp c;
+      try {
+        c.type = op_type_from_name(p.type);
+      } catch (const UnknownOpError&) {
+        fail("unknown op type '" + p.type + "' in source op '" + p.name + "'");
+      }
+      bool seen_optional = false;
+      for (const std::string& in : p.inputs) {
+        Ref r = parse_ref(in, spec.source.ops, true);
+        if (seen_optional && !r.optional) fail("optional inputs must come last in '" + p.name + "'");
+        seen_optional = seen_optional || r.optional;
+        c.required_inputs += r.optional ? 0 : 1;
+        c.inputs.push_back(r);
+      }
+      source.push_back(c);
+    }
+    for (const std::string& out : spec.source.outputs) {
+      Ref r = parse_ref(out, spec.source.ops, false);
+      if (r.is_var) fail("source output '" + out + "' must be a source op output");
+      source_outputs.emplace_back(r.op, r.index);
+    }
+    if (source_outputs.empty()) fail("the source pattern has no outputs");
+    // Matching order: start at the last op (usually the most specific), then grow
+    // through producers and shared tensors.
+    std::vector<char> placed(source.size(), 0);
+    order.push_back(static_cast<int>(source.size()) - 1);
+    placed.back() = 1;
+    while (order.size() < source.size()) {
+      int next = -1;
+      for (size_t i = 0; i < source.size() && next < 0; ++i) {
+        if (placed[i]) continue;
+        bool connected = false;
+        for (int j : order) {
+          for (const Ref& r : source[j].inputs) connected = connected || (!r.is_var && r.op == static_cast<int>(i));
+          for (const Ref& r : source[i].inputs) {
+            if (!r.is_var && r.op == j) connected = true;
+            if (r.is_var && !r.optional)
+              for (const Ref& q : source[j].inputs) connected = connected || (q.is_var && q.var == r.var);
+          }
+        }
+        if (connected) next = static_cast<int>(i);
+      }
+      if (next < 0) fail("the source pattern is not connected");
+      placed[next] = 1;
+      order.push_back(next);
+    }
+    // Target.
+    std::set<std::string> tnames;
+    for (const PatternOp& p : spec.target.ops) {
+      if (!tnames.insert(p.name).second) fail("duplicate target op name '" + p.name + "'");
+      try {
+        target_types.push_back(op_type_from_name(p.type));
+      } catch (const UnknownOpError&) {
+        fail("unknown op type '" + p.type + "' in target op '" + p.name + "'");
+      }
+      std::vector<Ref> ins;
+      for (const std::string& in : p.inputs) {
+        Ref r = parse_target_ref(in, static_cast<int>(target_inputs.size()));
+        ins.push_back(r);
+      }
+      target_inputs.push_back(ins);
+    }
+    for (const std::string& out : spec.target.outputs)
+      target_outputs.push_back(parse_target_ref(out, static_cast<int>(spec.target.ops.size())));
+    if (target_outputs.size() != source_outputs.size())
+      fail("the target has " + std::to_string(target_outputs.size()) + " outputs, the source " +
+           std::to_string(source_outputs.size()));
+    for (const auto& kv : spec.shapes) resolve_tensor(kv.first);
+  }
+
+  // Target refs: target op outputs (ops before `limit`) or source free variables.
+  Ref parse_target_ref(const std::string& text, int limit) {
+    std::string name = text;
+    bool optional = !name.empty() && name.back() == '?';
+    if (optional) name.pop_back();
+    size_t colon = name.find(':');
+    std::string base = name.substr(0, colon);
+    for (int i = 0; i < static_cast<int>(spec.target.ops.size()); ++i)
+      if (spec.target.ops[i].name == base) {
+        if (i >= limit) fail("target op '" + base + "' is used before it is defined");
+        Ref r;
+        r.op = i;
+        r.index = colon == std::string::npos ? 0 : std::stoi(name.substr(colon + 1));
+        r.optional = optional;
+        return r;
+      }
+    auto it = std::find(var_names.begin(), var_names.end(), base);
+    if (it == var_names.end() || colon != std::string::npos)
+      fail("target reference '" + text + "' is neither a target op nor a free variable of the source");
+    Ref r;
+    r.is_var = true;
+    r.var = static_cast<int>(it - var_names.begin());
+    r.optional = optional;
+    return r;
+  }
+
+  // A tensor named in an expression or a shape pattern: a free variable or a source
+  // op output. Returns {is_var, index, output}.
+  Ref resolve_tensor(const std::string& text) const {
+    std::string name = text;
+    if (!name.empty() && name.back() == '?') name.pop_back();
+    size_t colon = name.find(':');
+    std::string base = name.substr(0, colon);
+    Ref r;
+    for (size_t i = 0; i < spec.source.ops.size(); ++i)
+      if (spec.source.ops[i].name == base) {
+        r.op = static_cast<int>(i);
+        r.index = colon == std::string::npos ? 0 : std::stoi(name.substr(colon + 1));
+        return r;
+      }
+    auto it = std::find(var_names.begin(), var_names.end(), base);
+    if (it == var_names.end()) fail("'" + text + "' names no tensor of the source pattern");
+    r.is_var = true;
+    r.var = static_cast<int>(it - var_names.begin());
+    return r;
+  }
+};
+
+
+namespace rule_detail {
+
+using Compiled = RuleSet::Compiled;
+
+struct Match {
+  std::vector<int> ops;
+  std::vector<TensorRef> vars;  // op -2: unbound; op -1: absent optional
+  Bindings values;
+};
+
+// Every binding of the rule's source pattern in the graph (or only at `fixed`, one
+// graph op per pattern op), each passed to `found`.
+void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Match& m,
+                    const std::vector<int>* fixed, const std::function<void(const Match&)>& found);
+// Shapes, constraints, private internals, a buildable target and no cycle.
+bool validate(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan);
+// Producers that lose all their readers when the match is replaced.
+void find_dead_ops(const Compiled& rule, const GraphFacts& f, const Match& m, Plan& plan);
+double cost_delta(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
+                  const CostModel& model);
+Match empty_match(const Compiled& rule);
+
+}  // namespace rule_detail
+}  // namespace taso
