@@ -9,6 +9,8 @@ A field `learning_rate: float = 1e-3` becomes `--learning-rate` (float, default 
 (`--measure` / `--no-measure`); nested dataclass fields become `--<field>-<name>` flags,
 or plain `--<name>` flags with `flatten=True` (argparse refuses a name used twice);
 fields without a default are required unless `skip`ped and filled in by the caller.
+A field with `metadata={"const": value}` takes an optional value: the flag alone means
+`value` (`--ray` is `--ray local`).
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, title: str |
             kwargs["metavar"] = f.name.upper().rstrip("S") or "VALUE"
         elif kind in (int, float, str):
             kwargs["type"] = kind
+            if "const" in f.metadata:
+                kwargs.update(nargs="?", const=f.metadata["const"], metavar=f.name.upper())
         else:
             raise TypeError(f"{cls.__name__}.{f.name}: no flag for type {kind!r}")
         if default is dataclasses.MISSING:

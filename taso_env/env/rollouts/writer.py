@@ -10,13 +10,14 @@ from dataclasses import asdict
 import h5py
 
 from taso_env.env.rollouts.format import (
-    _COMPRESSED,
     EPISODE_FILE,
     FORMAT_VERSION,
+    EncodedEpisode,
     RolloutBusyError,
     RolloutFormatError,
     RolloutMeta,
     RuleSetMismatchError,
+    encode_episode,
 )
 
 
@@ -113,18 +114,21 @@ class RolloutWriter:
 
     def write(self, episode_id: int, packed: dict) -> None:
         """Stores one packed episode (pack_episode) atomically as episode `episode_id`."""
-        if packed["attrs"]["rule_set_hash"] != self.meta.rule_set_hash:
-            raise RuleSetMismatchError(self.path, f"episode {episode_id} has rule set "
-                                                  f"{packed['attrs']['rule_set_hash']}")
+        self.write_encoded(encode_episode(packed, episode_id))
 
-        def fill(f: h5py.File) -> None:
-            for name, value in packed["arrays"].items():
-                compress = name.rsplit("/", 1)[-1] in _COMPRESSED and value.size > 0
-                f.create_dataset(name, data=value, **({"compression": "gzip", "shuffle": True}
-                                                      if compress else {}))
-            f.attrs.update({**packed["attrs"], "id": episode_id})
-
-        self._atomic_h5(os.path.join(self.episode_dir, f"episode_{episode_id}.h5"), fill)
+    def write_encoded(self, episode: EncodedEpisode) -> None:
+        """Stores one encoded episode (encode_episode) atomically: its bytes under a
+        temporary name, then renamed into place."""
+        episode_id = episode.episode_id
+        if episode.rule_set_hash != self.meta.rule_set_hash:
+            raise RuleSetMismatchError(self.path, f"episode {episode_id} has rule set {episode.rule_set_hash}")
+        final = os.path.join(self.episode_dir, f"episode_{episode_id}.h5")
+        with open(final + ".tmp", "wb") as f:
+            f.write(episode.data)
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(final + ".tmp", final)
         self.episode_ids.add(episode_id)
         self._dirty = True
         if time.monotonic() - self._last_index >= self.index_interval_s:
