@@ -7,17 +7,20 @@ module that imports Ray, and only when a `--ray` run asks for it.
         ...
 
 "local" starts a Ray instance owned by this process and stops it on exit. It listens on
-the loopback interface only: Ray's own switch for single-machine use,
-RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (on by default on macOS and Windows, off on
-Linux), makes 127.0.0.1 the node's address, and Ray's GCS, raylet, workers and agents
+the loopback interface only: Ray's own single-machine switch,
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (the default on macOS and Windows; Linux defaults
+to 1), makes 127.0.0.1 the node's address, and Ray's GCS, raylet, workers and agents
 then bind their ports to it. After the start every listening TCP socket of the Ray
 processes is checked (Linux, /proc) and a non-loopback one stops the run with
 RayClusterError, so a future Ray that binds wider fails loudly instead of exposing
 ports. An address joins that cluster (`ray start --head` on one machine, `ray start
 --address=...` on the others; every node needs rlflow installed) and only disconnects
-on exit. When this process is already connected to Ray, that connection is used and
-left open. A local Ray gets an object store of LOCAL_OBJECT_STORE_BYTES (episodes are
-small and fetched at once) instead of 30% of the memory.
+on exit; an address on 127.0.0.1 (another process's local Ray) is joined through the
+same switch. Ray's token authentication applies: a process joining by address needs
+RAY_AUTH_MODE=token and the cluster's token (~/.ray/auth_token or RAY_AUTH_TOKEN).
+When this process is already connected to Ray, that connection is used and left open.
+A local Ray gets an object store of LOCAL_OBJECT_STORE_BYTES (episodes are small and
+fetched at once) instead of 30% of the memory.
 """
 
 from __future__ import annotations
@@ -101,9 +104,12 @@ def ray_cluster(address: str, *, num_cpus: int | None = None) -> Iterator[Cluste
         _start_local(ray, num_cpus)
     else:
         try:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+            with _loopback_switch(on=_is_loopback_address(address)):
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
         except Exception as err:  # ConnectionError, ValueError, RuntimeError, ... from ray.init
-            raise RayClusterError(f"cannot join the Ray cluster at {address!r}: {err}") from None
+            hint = "" if os.environ.get("RAY_AUTH_MODE") else \
+                " (a cluster with token authentication, Ray's default, is joined with RAY_AUTH_MODE=token set)"
+            raise RayClusterError(f"cannot join the Ray cluster at {address!r}: {err}{hint}") from None
     try:
         yield _cluster(ray, started=address == LOCAL)
     finally:
@@ -115,11 +121,27 @@ def _cluster(ray, started: bool) -> Cluster:
                    cpus=int(ray.cluster_resources().get("CPU", 0)), started=started)
 
 
-def _start_local(ray, num_cpus: int | None) -> None:
-    """ray.init of a new loopback-only instance; RayClusterError if it listens wider."""
-    # Ray reads the switch when it is imported (ray._private.ray_constants) and its
-    # processes read it from the environment: set both while the instance starts, and
-    # restore them, so a later ray.init(address=...) in this process is unaffected.
+def _is_loopback_address(address: str) -> bool:
+    """host:port (or ray://host:port) on the loopback interface."""
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    try:
+        return host == "localhost" or is_loopback(host)
+    except ValueError:  # a host name, "auto"
+        return False
+
+
+@contextmanager
+def _loopback_switch(on: bool = True) -> Iterator[None]:
+    """Ray's single-machine mode while the block runs: 127.0.0.1 is this node's address.
+
+    Ray reads the switch when it is imported (ray._private.ray_constants) and its
+    processes read it from the environment: both are set for the block and restored
+    after it, so a later ray.init(address=...) of this process is unaffected. A process
+    joining a loopback-only cluster needs it too, or Ray rewrites 127.0.0.1 into the
+    machine's network address."""
+    if not on:
+        yield
+        return
     constants = sys.modules.get("ray._private.ray_constants")
     saved = getattr(constants, "ENABLE_RAY_CLUSTER", None)
     saved_env = os.environ.get(LOOPBACK_SWITCH)
@@ -127,11 +149,7 @@ def _start_local(ray, num_cpus: int | None) -> None:
     if saved is not None:
         constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING,
-                 log_to_driver=False)
-    except Exception as err:
-        raise RayClusterError(f"cannot start a local Ray: {err}") from None
+        yield
     finally:
         if saved is not None:
             constants.ENABLE_RAY_CLUSTER = saved
@@ -139,6 +157,17 @@ def _start_local(ray, num_cpus: int | None) -> None:
             os.environ.pop(LOOPBACK_SWITCH, None)
         else:
             os.environ[LOOPBACK_SWITCH] = saved_env
+
+
+def _start_local(ray, num_cpus: int | None) -> None:
+    """ray.init of a new loopback-only instance; RayClusterError if it listens wider."""
+    try:
+        with _loopback_switch():
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+                     object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING,
+                     log_to_driver=False)
+    except Exception as err:
+        raise RayClusterError(f"cannot start a local Ray: {err}") from None
     host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
     wide = non_loopback_listeners(descendants(os.getpid())) if sys.platform.startswith("linux") else []
     if host != "127.0.0.1" or wide:

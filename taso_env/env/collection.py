@@ -80,7 +80,7 @@ class CollectConfig:
     max_locations: int = 128
     epsilon: float = 0.3
     stop_prob: float = 0.0
-    ray: str = field(default="", metadata={"const": "local"})
+    ray: str = field(default="", metadata={"const": "local", "metavar": "ADDRESS"})
 
     def __post_init__(self):
         object.__setattr__(self, "graphs", tuple(self.graphs))
