@@ -119,6 +119,7 @@ void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Matc
   std::vector<int> choices = fixed ? std::vector<int>{(*fixed)[p]} : op_choices(rule, f, p, m);
   for (int id : choices) {
     if (id < 0 || id >= f.graph.num_ops()) continue;
+    if (f.graph.ops()[id].type != rule.source[p].type) continue;  // cheap test before copying the match
     Match next = m;
     if (bind_op(rule, f, p, id, next)) search_matches(rule, f, step + 1, next, fixed, found);
   }
