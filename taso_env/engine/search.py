@@ -80,6 +80,7 @@ class SearchResult:
     graphs_seen: int
     applied: list[int]
     complete: bool
+    graphs_built: int = 0
     rule_fires: Counter = field(default_factory=Counter)
 
     @property
@@ -89,7 +90,7 @@ class SearchResult:
 
 def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, budget: int = 1000,
            max_steps: int = 10000, max_ops: int = 40, max_states: int = 20000, rules=None,
-           model: str | CostModel | None = None) -> SearchResult:
+           model: str | CostModel | None = None, incremental: bool = True) -> SearchResult:
     """Optimises `graph` with a search baseline.
 
     Args:
@@ -97,6 +98,9 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
             cost-ordered search keeping graphs under alpha * best cost, `budget`
             expansions) or "exhaustive" (every reachable graph; refuses graphs with more
             than `max_ops` computing ops or more than `max_states` reachable graphs).
+        incremental: backtracking scores children from their candidates (exact cost
+            delta and child hash, no graph built) and builds a graph only when it is
+            expanded; False builds every child (the slow reference it must equal).
 
     Raises:
         ValueError: unknown method, bad alpha/budget, or an exhaustive-search limit.
@@ -106,13 +110,15 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
     rule_set = _rules(rules)
     start = time.perf_counter()
     core, stats = rule_set.core.search(method, graph._core, _core_model(model), alpha=alpha, budget=budget,
-                                       max_steps=max_steps, max_ops=max_ops, max_states=max_states)
+                                       max_steps=max_steps, max_ops=max_ops, max_states=max_states,
+                                       incremental=incremental)
     seconds = time.perf_counter() - start
     names = rule_set.names()
     return SearchResult(
         graph=_wrap(graph, core), method=method, initial_cost=stats["initial_cost"],
         final_cost=stats["final_cost"], seconds=seconds, expansions=stats["expansions"],
         graphs_seen=stats["graphs_seen"], applied=stats["applied"], complete=stats["complete"],
+        graphs_built=stats["graphs_built"],
         rule_fires=Counter(names[i] for i in stats["applied"]))
 
 
