@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from taso_env import _core
 from taso_env import rules as rules_module
+from taso_env.engine import real_work
 from taso_env.engine.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
 from taso_env.engine.graph import Graph
 
@@ -56,6 +57,7 @@ def _wrap(graph: Graph, core) -> Graph:
 def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
                model: str | CostModel | None = None) -> list[Candidate]:
     """Every valid (rule, location) of `graph`, without materialising any graph."""
+    real_work.record("candidates")
     raw = _rules(rules).core.candidates(graph._core, _core_model(model), -1 if rule_id is None else rule_id)
     return [Candidate(r, loc, d) for r, loc, d in raw]
 
@@ -66,6 +68,7 @@ def apply(graph: Graph, candidate: Candidate, *, rules=None) -> Graph:
     Raises:
         ValueError: the candidate does not apply to this graph (e.g. it came from another).
     """
+    real_work.record("apply")
     return _wrap(graph, _rules(rules).core.apply(graph._core, candidate.rule_id, candidate.location))
 
 
@@ -107,6 +110,7 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
     """
     if method not in METHODS:
         raise ValueError(f"unknown search method {method!r}; use one of {METHODS}")
+    real_work.record("search")
     rule_set = _rules(rules)
     start = time.perf_counter()
     core, stats = rule_set.core.search(method, graph._core, _core_model(model), alpha=alpha, budget=budget,
