@@ -26,13 +26,16 @@ _VIEWS = frozenset({"Reshape", "Flatten", "Identity"})
 _SOURCES = frozenset({"Input", "Weight"})
 
 
-def _needed(graph) -> set[int]:
+def _needed(graph, host_fed: Sequence[int]) -> set[int]:
+    """Ops the outputs need; a host-fed op's inputs are not computed (executor.cc)."""
+    fed = set(host_fed)
     seen, stack = set(), [r.op for r in graph.outputs]
     while stack:
         i = stack.pop()
         if i not in seen:
             seen.add(i)
-            stack.extend(r.op for r in graph.ops[i].inputs)
+            if i not in fed:
+                stack.extend(r.op for r in graph.ops[i].inputs)
     return seen
 
 
@@ -75,7 +78,7 @@ def record_graph(graph, name: str, math: str = "tf32", *, opaque: str = "host", 
     """Builds and measures the tuning space of `graph` (see the module docstring)."""
     t0 = time.time()
     host_fed = host_fed_ops(graph, opaque)
-    needed, const = _needed(graph), _constant(graph)
+    needed, const = _needed(graph, host_fed), _constant(graph)
     sites = {s["conv"]: s for s in cb.fusion_sites(graph, host_fed)}
     absorbed_conv = {}
     for s in sites.values():
