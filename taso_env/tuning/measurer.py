@@ -40,7 +40,7 @@ def _needed(graph, host_fed: Sequence[int]) -> set[int]:
 
 
 def _constant(graph) -> list[bool]:
-    const = [False] * graph.num_ops
+    const = [False] * len(graph.ops)
     for op in graph.ops:  # ops are in topological order
         if op.type in ("Weight", "Constant"):
             const[op.id] = True
