@@ -21,7 +21,7 @@ from tqdm import tqdm
 from controller.location_head import LocationHead
 from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, PPOTrainer
-from taso_env.env.rewrite_env import GraphRewriteEnv
+from taso_env.engine import real_work
 from taso_env.env.rollouts import RolloutReader, batch_graphs
 from taso_env.run_folder import RunFolder, write_json
 from worldmodel.checkpoints import CheckpointNotFoundError, load_mdnrnn, load_vae
@@ -110,12 +110,33 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
             f"| {k} | {v} |" for k, v in _flatten(saved).items())
         tf.summary.text("hparams", table, step=0)
 
-    real_steps_before = GraphRewriteEnv.total_steps
+    # Pure dream: any real work in here (engine candidates/apply, env construction,
+    # reset or step) raises RealWorkForbiddenError; the ledger's counts are reported.
+    before = real_work.counts()
+    start = time.perf_counter()
+    with real_work.forbidden("controller training in the dream"):
+        history = _train_in_dream(vae, mdnrnn, latents, controller, trainer, config, step, manager, writer)
+    real = real_work.since(before)
+    last = history[-5:] if history else []
+    result = {
+        "updates": int(step.numpy()), "seconds": time.perf_counter() - start,
+        "graphs": graph_names, "real_env_steps_during_training": real["env_step"],
+        "real_work_units_during_training": sum(real.values()),
+        "real_work_during_training": real,
+        "dream_episode_return": float(np.nanmean([m["dream/episode_return"] for m in last])) if last else None,
+        "dream_invalid_rate": float(np.mean([m["dream/invalid_rate"] for m in last])) if last else None,
+        "policy_traces": trainer.traces,
+    }
+    write_json(folder / "metrics.json", result)
+    return result
+
+
+def _train_in_dream(vae, mdnrnn, latents, controller, trainer, config, step, manager, writer) -> list[dict]:
+    """The PPO loop on the dream (V and M only); returns the per-update metrics."""
     dream = Dream(vae, mdnrnn, latents, config.dream, batch_size=config.ppo.num_dreams,
                   seed=config.seed + int(step.numpy()))
     obs = dream.reset()
     rng = np.random.default_rng([config.seed, int(step.numpy())])
-    start = time.perf_counter()
     history = []
     bar = tqdm(range(int(step.numpy()), config.updates), desc="controller (dream PPO)",
                disable=not sys.stderr.isatty())
@@ -134,18 +155,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
         if (update + 1) % config.checkpoint_every == 0 or update + 1 == config.updates:
             manager.save(checkpoint_number=update + 1)
     writer.flush()
-    if GraphRewriteEnv.total_steps != real_steps_before:
-        raise RuntimeError("the dream stepped a real environment")  # never expected
-    last = history[-5:] if history else []
-    result = {
-        "updates": int(step.numpy()), "seconds": time.perf_counter() - start,
-        "graphs": graph_names, "real_env_steps_during_training": GraphRewriteEnv.total_steps - real_steps_before,
-        "dream_episode_return": float(np.nanmean([m["dream/episode_return"] for m in last])) if last else None,
-        "dream_invalid_rate": float(np.mean([m["dream/invalid_rate"] for m in last])) if last else None,
-        "policy_traces": trainer.traces,
-    }
-    write_json(folder / "metrics.json", result)
-    return result
+    return history
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

@@ -1,6 +1,6 @@
 """The dream: the substitution environment as the world model imagines it, from V and M
-only. No real environment is touched (`REAL_ENV_STEPS` before and after a dream run
-prove it; see GraphRewriteEnv.total_steps).
+only. No real environment is touched: controller training runs the dream inside
+`taso_env.engine.real_work.forbidden`, where any engine call or real env step raises.
 
     Dream         batched core (B parallel dreams, TF), what controller training uses
     DreamEnv      a gymnasium.Env over one dream, same observation layout

@@ -27,7 +27,7 @@ int epilogue_activation(const Op& op) {
 }  // namespace
 
 FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
-                             const std::vector<char>& constant) {
+                             const std::vector<char>& constant, const std::vector<char>* no_fuse) {
   const int n = graph.num_ops();
   FusionPlan plan;
   plan.at.assign(n, {});
@@ -48,6 +48,7 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
   for (int id = 0; id < n; ++id) {
     const Op& conv = graph.op(id);
     if (conv.type != OpType::kConv2D || !usable(id) || conv.attrs.get_int("activation") != kActNone) continue;
+    if (no_fuse && (*no_fuse)[id]) continue;
     const TensorType& y = conv.outputs[0];
     if (y.dtype != kFloat32) continue;
     auto [reader, slot] = sole_reader(id);
