@@ -41,6 +41,7 @@ from taso_env.run_folder import ConfigMismatchError, RunFolder
 POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy")
 RESUMABLE_FIELDS = ("workers", "episodes", "out", "ray")  # may differ on a resumed run
 COLLECT_SECTION = "collect"  # its section of runs/<name>/config.json
+WRITE_THREADS = 4  # the writer's threads: their fsyncs overlap (RolloutWriter)
 
 
 class CollectionError(TasoEnvError, RuntimeError):
@@ -226,7 +227,7 @@ def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None 
     env = make_env(cfg)
     backend = backend_name(cfg)
     meta = RolloutMeta.from_env(env, collect_config=cfg.to_json(), collect_backend=backend)
-    with RolloutWriter(cfg.out, meta, restart=restart) as writer:
+    with RolloutWriter(cfg.out, meta, restart=restart, write_threads=WRITE_THREADS) as writer:
         extra = sorted(i for i in writer.episode_ids if i >= cfg.episodes)
         if extra:
             raise ConfigMismatchError(cfg.out, {"episodes": (max(writer.episode_ids) + 1, cfg.episodes)})
@@ -243,6 +244,8 @@ def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None 
                     steps += episode.total_steps
                     bar.update(1)
                     bar.set_postfix(steps_per_s=f"{steps / (time.perf_counter() - start):.0f}")
+            with clock:
+                writer.flush()  # the episodes still being stored
         total = len(writer.episode_ids)
     return CollectResult(len(todo), total, steps, time.perf_counter() - start, backend, clock.seconds)
 
