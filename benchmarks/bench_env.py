@@ -5,23 +5,30 @@ local Ray with 1 and 2 workers (`--ray`), with the projected Ray scaling.
 
     python benchmarks/bench_env.py [--graphs squeezenet resnet50 inception_v3 bert_base]
         [--horizon 50] [--episodes 4] [--collect-graphs squeezenet resnet50]
-        [--collect-episodes 80] [--workers 0 1 2] [--ray-workers 1 2] [--project 16 64]
+        [--collect-episodes 80] [--workers 0 1 2] [--ray-workers 1 2] [--driver-episodes 1000]
+        [--project 16 64]
 
 Env rows time `run_episode` (observation, masks and candidates every step, nothing
 stored) over `--episodes` seeds; collection rows time `taso_env.env.collection.collect`
 end to end into a fresh folder (worker start-up and HDF5 writes included). A Ray row's
 local Ray (as many CPUs as workers) is started before its timing and its start-up is
-reported apart (startup_s); driver_ms_per_episode is the time the collecting process
-spent per arrived episode (fetching it, writing it, the index, the progress bar), not
-waiting. The projection is arithmetic, not a measurement: N workers give
-min(N x the 1-worker Ray row's steps/s, the driver's limit 1000 x steps per episode /
-driver_ms_per_episode). Graphs are built-in names or ONNX paths (data/models/*.onnx).
-Prints one JSON line (with the machine's load average: other processes skew these
-timings) and a markdown table per part.
+reported apart (startup_s); driver_ms_per_episode is the wall time the collecting
+process spent per arrived episode (fetching it, writing it, the index, the progress
+bar), not waiting, and driver_cpu_ms_per_episode the CPU time of that whole process
+(all threads) per episode once episodes arrive: what the driver needs of one core, not
+inflated by other processes taking the CPU. The driver saturation row (`driver_row`)
+measures the driver alone: Ray workers hand back an episode played beforehand at once.
+The projection is arithmetic, not a measurement: N workers give min(N x the 1-worker
+Ray row's steps/s, the driver's limit 1000 x steps per episode / the saturation row's
+driver_cpu_ms_per_episode).
+Graphs are built-in names or ONNX paths (data/models/*.onnx). Prints one JSON line (with
+the machine's load average: other processes skew these timings) and a markdown table
+per part.
 """
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -73,19 +80,52 @@ def collect_row(graphs: list[str], workers: int, episodes: int, horizon: int, ra
             "steps": result.steps, "seconds": seconds, "startup_s": startup,
             "episodes_per_s": result.collected / seconds, "steps_per_s": result.steps / seconds,
             "driver_ms_per_episode": 1e3 * result.driver_seconds / max(result.collected, 1),
+            "driver_cpu_ms_per_episode": 1e3 * result.driver_cpu_seconds / max(result.collected, 1),
             "kb_per_step": size / 1024 / max(result.steps, 1)}
 
 
-def projection(rows: list[dict], workers: list[int]) -> list[dict]:
+def driver_row(graphs: list[str], episodes: int, horizon: int) -> dict:
+    """The Ray driver alone at full speed: 2 Ray workers return one episode played
+    beforehand (its bytes, renumbered) at once, so fetching, writing (fsync, 4 threads),
+    the index and the progress bar in collect() are the bottleneck. Its episodes/s is
+    what the driver can take on this machine (sharing 2 cores with Ray and the workers);
+    its CPU per episode is what the driver needs of a core of its own."""
+    from taso_env.env import ray_collection
+    from taso_env.env.collection import make_collect_policy, make_env, play_encoded
+    from taso_env.env.rollouts import RolloutMeta
+    from taso_env.ray_cluster import ray_cluster
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = CollectConfig(graphs=tuple(graphs), episodes=episodes, out=os.path.join(tmp, "rollouts.h5"),
+                            workers=2, horizon=horizon, ray="local")
+        env = make_env(cfg)
+        played = play_encoded(cfg, env, make_collect_policy(cfg, env), RolloutMeta.from_env(env), 0)
+
+        def replay(cfg, meta, episode_id):  # a closure: Ray ships it to the workers by value
+            return dataclasses.replace(played, episode_id=episode_id)
+
+        task, ray_collection.rlflow_collect_episode = ray_collection.rlflow_collect_episode, replay
+        try:
+            with ray_cluster("local", num_cpus=2):
+                result = collect(cfg, progress=False)
+        finally:
+            ray_collection.rlflow_collect_episode = task
+    return {"episodes": result.collected, "seconds": result.seconds,
+            "episodes_per_s": result.collected / result.seconds,
+            "driver_ms_per_episode": 1e3 * result.driver_seconds / result.collected,
+            "driver_cpu_ms_per_episode": 1e3 * result.driver_cpu_seconds / result.collected,
+            "kb_per_episode": len(played.data) / 1024, "steps_per_episode": played.total_steps}
+
+
+def projection(rows: list[dict], driver: dict, workers: list[int]) -> list[dict]:
     """Ray throughput for N workers from the measured rows (see the module docstring)."""
     one = min((r for r in rows if r["backend"] == "ray"), key=lambda r: r["workers"])
     per_worker = one["steps_per_s"] / one["workers"]
-    ray_rows = [r for r in rows if r["backend"] == "ray"]
-    driver_ms = max(r["driver_ms_per_episode"] for r in ray_rows)
     steps_per_episode = one["steps"] / one["episodes"]
+    driver_ms = driver["driver_cpu_ms_per_episode"]
     limit = 1e3 * steps_per_episode / driver_ms
-    return [{"workers": n, "per_worker_steps_per_s": per_worker, "driver_ms_per_episode": driver_ms,
-             "steps_per_episode": steps_per_episode, "driver_limit_steps_per_s": limit,
+    return [{"workers": n, "per_worker_steps_per_s": per_worker, "steps_per_episode": steps_per_episode,
+             "driver_cpu_ms_per_episode": driver_ms, "driver_limit_steps_per_s": limit,
              "projected_steps_per_s": min(n * per_worker, limit),
              "driver_busy": min(n * per_worker / limit, 1.0)} for n in workers]
 
@@ -102,6 +142,8 @@ def main() -> None:
     parser.add_argument("--workers", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--ray-workers", nargs="*", type=int, default=[1, 2],
                         help="workers of the Ray rows (none: no Ray rows; needs pip install rlflow[ray])")
+    parser.add_argument("--driver-episodes", type=int, default=1000,
+                        help="episodes of the Ray driver saturation run (0: none)")
     parser.add_argument("--project", nargs="*", type=int, default=[16, 64],
                         help="worker counts of the projected Ray scaling")
     args = parser.parse_args()
@@ -122,15 +164,21 @@ def main() -> None:
         print(f"{rows[-1]['backend']}, {w} workers: {rows[-1]['steps_per_s']:.0f} steps/s", file=sys.stderr)
     emit("rollout_collection", rows,
          ["backend", "workers", "episodes", "steps", "seconds", "startup_s", "episodes_per_s", "steps_per_s",
-          "driver_ms_per_episode", "kb_per_step"],
+          "driver_ms_per_episode", "driver_cpu_ms_per_episode", "kb_per_step"],
          graphs=args.collect_graphs, horizon=args.collect_horizon, policy="random",
          load_average=os.getloadavg())
-    if ray_workers and args.project:
+    if ray_workers and args.driver_episodes:
         print()
-        emit("ray_collection_projection", projection(rows, args.project),
-             ["workers", "per_worker_steps_per_s", "steps_per_episode", "driver_ms_per_episode",
-              "driver_limit_steps_per_s", "projected_steps_per_s", "driver_busy"],
-             note="arithmetic from the rows above, not a measurement")
+        driver = driver_row(args.collect_graphs, args.driver_episodes, args.collect_horizon)
+        emit("ray_driver_saturation", [driver],
+             ["episodes", "seconds", "episodes_per_s", "driver_ms_per_episode", "driver_cpu_ms_per_episode",
+              "kb_per_episode", "steps_per_episode"], load_average=os.getloadavg())
+        if args.project:
+            print()
+            emit("ray_collection_projection", projection(rows, driver, args.project),
+                 ["workers", "per_worker_steps_per_s", "steps_per_episode", "driver_cpu_ms_per_episode",
+                  "driver_limit_steps_per_s", "projected_steps_per_s", "driver_busy"],
+                 note="arithmetic from the measured rows, not a measurement")
 
 
 if __name__ == "__main__":
