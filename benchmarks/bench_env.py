@@ -18,9 +18,11 @@ bar), not waiting, and driver_cpu_ms_per_episode the CPU time of that whole proc
 (all threads) per episode once episodes arrive: what the driver needs of one core, not
 inflated by other processes taking the CPU. The driver saturation row (`driver_row`)
 measures the driver alone: Ray workers hand back an episode played beforehand at once.
-The projection is arithmetic, not a measurement: N workers give min(N x the 1-worker
-Ray row's steps/s, the driver's limit 1000 x steps per episode / the saturation row's
-driver_cpu_ms_per_episode).
+The projection is arithmetic, not a measurement: N workers give min(N x steps/s per
+worker, the driver's limit 1000 x steps per episode / the saturation row's
+driver_cpu_ms_per_episode), per worker once as the 1-worker Ray row measured it here
+(`_here`: cores shared with everything else on this machine) and once on a core of its
+own (`_own_core`: steps per CPU second of the in-process row, workers 0).
 Graphs are built-in names or ONNX paths (data/models/*.onnx). Prints one JSON line (with
 the machine's load average: other processes skew these timings) and a markdown table
 per part.
@@ -118,16 +120,26 @@ def driver_row(graphs: list[str], episodes: int, horizon: int) -> dict:
 
 
 def projection(rows: list[dict], driver: dict, workers: list[int]) -> list[dict]:
-    """Ray throughput for N workers from the measured rows (see the module docstring)."""
+    """Ray throughput for N workers from the measured rows (see the module docstring):
+    per worker as measured here (the 1-worker Ray row, on this machine's shared cores)
+    and on a core of its own (steps per CPU second of the in-process row, if measured)."""
     one = min((r for r in rows if r["backend"] == "ray"), key=lambda r: r["workers"])
-    per_worker = one["steps_per_s"] / one["workers"]
+    in_process = next((r for r in rows if r["backend"] == "local" and r["workers"] == 0), None)
     steps_per_episode = one["steps"] / one["episodes"]
-    driver_ms = driver["driver_cpu_ms_per_episode"]
-    limit = 1e3 * steps_per_episode / driver_ms
-    return [{"workers": n, "per_worker_steps_per_s": per_worker, "steps_per_episode": steps_per_episode,
-             "driver_cpu_ms_per_episode": driver_ms, "driver_limit_steps_per_s": limit,
-             "projected_steps_per_s": min(n * per_worker, limit),
-             "driver_busy": min(n * per_worker / limit, 1.0)} for n in workers]
+    per_worker = {"here": one["steps_per_s"] / one["workers"],
+                  "own_core": 1e3 * steps_per_episode / in_process["driver_cpu_ms_per_episode"]
+                  if in_process else float("nan")}
+    limit = 1e3 * steps_per_episode / driver["driver_cpu_ms_per_episode"]
+    out = []
+    for n in workers:
+        row = {"workers": n, "steps_per_episode": steps_per_episode,
+               "driver_cpu_ms_per_episode": driver["driver_cpu_ms_per_episode"], "driver_limit_steps_per_s": limit}
+        for kind, rate in per_worker.items():
+            row[f"per_worker_{kind}"] = rate
+            row[f"projected_{kind}"] = min(n * rate, limit)
+            row[f"driver_busy_{kind}"] = min(n * rate / limit, 1.0)
+        out.append(row)
+    return out
 
 
 def main() -> None:
@@ -176,8 +188,9 @@ def main() -> None:
         if args.project:
             print()
             emit("ray_collection_projection", projection(rows, driver, args.project),
-                 ["workers", "per_worker_steps_per_s", "steps_per_episode", "driver_cpu_ms_per_episode",
-                  "driver_limit_steps_per_s", "projected_steps_per_s", "driver_busy"],
+                 ["workers", "steps_per_episode", "driver_cpu_ms_per_episode", "driver_limit_steps_per_s",
+                  "per_worker_here", "projected_here", "driver_busy_here", "per_worker_own_core",
+                  "projected_own_core", "driver_busy_own_core"],
                  note="arithmetic from the measured rows, not a measurement")
 
 
