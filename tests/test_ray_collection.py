@@ -149,6 +149,10 @@ def test_driver_sigkill_then_rerun(cluster, reference, tmp_path):
             proc.kill()
             proc.wait()
         proc.stderr.close()
+    deadline = time.monotonic() + 20  # Ray ends the dead driver's job and its tasks
+    while _task_workers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _task_workers(), "the killed driver's episodes are still being played"
     landed = _episode_files(cfg)
     assert 4 <= landed < EPISODES
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
