@@ -38,8 +38,9 @@ SearchResult greedy_search(const Graph& graph, const RuleSet& rules, const CostM
 SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
                                  double alpha = 1.05, int budget = 1000, bool incremental = true);
 
-// Graphs the incremental backtracking search keeps materialised at most.
-constexpr int kSearchGraphStore = 48;
+// The incremental backtracking search keeps at most this many ops' worth of expanded
+// graphs materialised (at least 16 graphs): memory stays bounded whatever the budget.
+constexpr int kSearchStoreOps = 150000;
 
 // Explores every graph reachable with the rules (up to `max_states`); refuses graphs
 // with more than `max_ops` computing ops. Throws ValueError on either limit.
