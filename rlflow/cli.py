@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "pipeline": "pipeline",
     "measure": "measure",
     "measure-costs": "measure_costs",
+    "rules": "rules",
 }
 
 
