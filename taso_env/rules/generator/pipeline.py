@@ -192,7 +192,8 @@ def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
                 spec["provenance"] = {
                     "generated": True, "domain": domain.name, "kind": c.kind,
                     "size": [T.roots_size(c.source), T.roots_size(c.target)],
-                    "verification": {"numeric_draws": N_DRAWS, "engine_draws": N_DRAWS, "engine_seeds": len(ENGINE_SEEDS), "z3": z3r},
+                    "verification": {"numeric_draws": N_DRAWS, "engine_draws": N_DRAWS,
+                                     "engine_seeds": len(ENGINE_SEEDS), "z3": z3r},
                     "specialised": list(level)}
                 specs.append(spec)
     st["time_s"]["verify_engine"] = round(st["time_s"].get("verify_engine", 0) + time.perf_counter() - t0, 2)
