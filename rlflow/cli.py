@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "measure": "measure",
     "measure-costs": "measure_costs",
     "tune": "tune",
+    "rules": "rules",
 }
 
 
