@@ -10,12 +10,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from controller.agent import ControllerAgent
-from controller.training import ControllerTrainConfig, load_controller, train_controller
+from controller.training import ControllerTrainConfig, load_agent, train_controller
 from taso_env.env.episode import run_episode
 from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv
 from taso_env.env.rollouts import RolloutReader, RolloutWriter, pack_episode
-from worldmodel.checkpoints import load_mdnrnn, load_stage_config, load_vae
+from worldmodel.checkpoints import load_stage_config
 
 
 def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
@@ -25,8 +24,7 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
     meta = RolloutReader(path).meta
     saved = json.loads(meta.env_config)
     env = GraphRewriteEnv(config=EnvConfig(**{**saved, "graphs": tuple(saved["graphs"])}))
-    controller, head, _ = load_controller(run_dir)
-    agent = ControllerAgent(load_vae(str(run_dir)), load_mdnrnn(str(run_dir)), controller, head, env, greedy=False)
+    agent = load_agent(run_dir, env, explore=True)
     steps = 0
     with RolloutWriter(path, meta) as writer:
         first = max(writer.episode_ids, default=-1) + 1
