@@ -24,7 +24,15 @@ advantage on a plateau is ~0.1%, and with only the step cost the agent walked pl
 of zero-delta rewrites to the horizon). Among one rule's
 locations the future term is the same (M is conditioned on the rule), so the location
 is the one with the largest immediate reward — the location choice is this scoring,
-not a separate head. With `explore`, actions are sampled from softmax(score /
+not a separate head.
+
+With `expand` = k > 0 the agent also looks one real rewrite further for its k best-scored
+candidates (a cheap lookahead guided by the learned scores): the real engine applies c
+and lists the candidates of the result, and c's score gains gamma * max(0, best
+immediate score there). This finds rewrites that lose a little now and unlock a larger
+gain next (which greedy never takes), at k engine applies + enumerations per step;
+these calls are real engine work at optimisation time (counted in the real-work ledger,
+never in training). With `explore`, actions are sampled from softmax(score /
 temperature) instead (for collecting new real episodes in iterative training).
 
 `greedy=False` alone (kept for callers of the old agent) is the same as explore=True.
@@ -50,12 +58,14 @@ class LookaheadConfig:
         gamma: discount of the learned value of the next state.
         step_cost: charged per rewrite (in % of the start cost, as rewards are).
         detour_cost: charged in addition for a rewrite that does not reduce the runtime.
+        expand: best-scored candidates looked at one real rewrite further (0 = none).
         temperature: of the softmax when exploring.
     """
 
     gamma: float = 0.99
     step_cost: float = 0.02
     detour_cost: float = 0.25
+    expand: int = 4
     temperature: float = 0.5
 
 
@@ -77,6 +87,14 @@ class ControllerAgent:
         self._future = tf.function(self._future_py, input_signature=[
             tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([None], tf.int32),
             tf.TensorSpec([1, h], tf.float32), tf.TensorSpec([1, h], tf.float32)])
+
+    def warm_up(self) -> None:
+        """Traces the tf.functions on dummy inputs (part of loading, not of optimising)."""
+        from controller.model_free import _dummy_observation
+
+        mu, _ = self._encode(to_graphs_tuple(batch_observations([_dummy_observation()])))
+        state = self.mdnrnn.initial_state(1)
+        self._future(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
 
     def _future_py(self, mu, xfers, hidden, cell):
         n = tf.shape(xfers)[0]
@@ -108,8 +126,20 @@ class ControllerAgent:
         future = la.gamma * self.future_values(mu, xfers)
         future = future - future.mean()
         rewards = np.asarray(rewards)
-        score = rewards - la.step_cost - la.detour_cost * (rewards <= 0) + future[np.asarray(rule_of)]
+        score = self._immediate(rewards) + future[np.asarray(rule_of)]
+        if la.expand > 0:
+            for k in np.argsort(-score, kind="stable")[:la.expand]:
+                xfer, loc = actions[k]
+                child = self.env.graph.apply(self.env.candidates(xfer)[loc], rules=self.env.rules)
+                deltas = [c.cost_delta for c in child.candidates(rules=self.env.rules, model=self.env.cost_model)]
+                if deltas:
+                    best = self._immediate(-100.0 * np.asarray(deltas) / info["initial_cost"]).max()
+                    score[k] += la.gamma * max(0.0, float(best))
         return actions, score, mu
+
+    def _immediate(self, rewards: np.ndarray) -> np.ndarray:
+        """Real reward less the step charge and, for a rewrite that saves nothing, the detour charge."""
+        return rewards - self.lookahead.step_cost - self.lookahead.detour_cost * (rewards <= 0)
 
     def __call__(self, obs: dict, info: dict, rng: np.random.Generator) -> np.ndarray:
         if info["step"] == 0 or self.state is None:

@@ -89,8 +89,10 @@ def load_agent(run_dir: str | Path, env, explore: bool = False):
     controller, config = load_controller(run_dir)
     lookahead = LookaheadConfig(gamma=config.ppo.gamma, step_cost=config.dream.step_cost,
                                 detour_cost=config.dream.detour_cost)
-    return ControllerAgent(load_vae(run_dir), load_mdnrnn(run_dir), controller, env, lookahead=lookahead,
-                           explore=explore)
+    agent = ControllerAgent(load_vae(run_dir), load_mdnrnn(run_dir), controller, env, lookahead=lookahead,
+                            explore=explore)
+    agent.warm_up()
+    return agent
 
 
 def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart: bool = False) -> dict:
