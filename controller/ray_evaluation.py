@@ -28,6 +28,7 @@ from pathlib import Path
 from taso_env.errors import TasoEnvError
 
 TASK_RETRIES = 3
+LEARNED_AGENTS = ("controller", "model_free")  # agents that load TensorFlow models
 
 
 class RayEvaluationError(TasoEnvError, RuntimeError):
@@ -36,14 +37,25 @@ class RayEvaluationError(TasoEnvError, RuntimeError):
 
 def rlflow_evaluate_job(config, run_dir: str | None, spec: str, agent: str) -> tuple[list, dict[str, bytes]]:
     """The Ray task: evaluates `agent` on graph `spec` in a temporary folder; returns its
-    rows and {file name: bytes} of the graphs/ folder it wrote."""
+    rows and {file name: bytes} of the graphs/ folder it wrote.
+
+    The job's own summaries are thrown away, so a job whose agent needs no TensorFlow
+    (the search baselines, random) keeps TensorFlow out of the worker: the evaluation
+    then skips its TensorBoard summary, as it does wherever TensorFlow is absent."""
     from controller.evaluation import evaluate
 
     job = replace(config, graphs=(spec,), agents=(agent,))
-    with tempfile.TemporaryDirectory(prefix="rlflow_eval_") as tmp:
-        rows = evaluate(job, run_dir, tmp)
-        folder = Path(tmp) / "graphs"
-        files = {p.name: p.read_bytes() for p in sorted(folder.glob("*.onnx"))}
+    block_tf = agent not in LEARNED_AGENTS and "tensorflow" not in sys.modules
+    if block_tf:
+        sys.modules["tensorflow"] = None  # `import tensorflow` raises ImportError
+    try:
+        with tempfile.TemporaryDirectory(prefix="rlflow_eval_") as tmp:
+            rows = evaluate(job, run_dir, tmp)
+            folder = Path(tmp) / "graphs"
+            files = {p.name: p.read_bytes() for p in sorted(folder.glob("*.onnx"))}
+    finally:
+        if block_tf:
+            del sys.modules["tensorflow"]
     return rows, files
 
 

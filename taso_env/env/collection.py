@@ -41,6 +41,7 @@ from taso_env.run_folder import ConfigMismatchError, RunFolder
 POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy")
 RESUMABLE_FIELDS = ("workers", "episodes", "out", "ray")  # may differ on a resumed run
 COLLECT_SECTION = "collect"  # its section of runs/<name>/config.json
+WRITE_THREADS = 4  # the writer's threads: their fsyncs overlap (RolloutWriter)
 
 
 class CollectionError(TasoEnvError, RuntimeError):
@@ -108,7 +109,8 @@ class CollectResult:
     steps: int  # env steps of the episodes written by this call
     seconds: float
     backend: str = ""  # backend_name(cfg)
-    driver_seconds: float = 0.0  # spent by this process on arrived episodes: fetching, writing, progress
+    driver_seconds: float = 0.0  # wall time this process spent on arrived episodes: fetching, writing, progress
+    driver_cpu_seconds: float = 0.0  # CPU time of this process (all its threads) from the first arrival on
 
 
 def backend_name(cfg: CollectConfig) -> str:
@@ -121,17 +123,29 @@ def backend_name(cfg: CollectConfig) -> str:
 
 
 class DriverClock:
-    """Adds up the time this process spends on episodes that have arrived (not waiting)."""
+    """What collecting costs this process: `seconds` adds up the wall time of the `with`
+    blocks (work on arrived episodes, not waiting); `cpu_seconds` is the CPU time of the
+    whole process, every thread (Ray's receiving threads, the writer's), from the first
+    block's start to the last one's end, so start-up is left out."""
 
     def __init__(self):
         self.seconds = 0.0
+        self._cpu_first: float | None = None
+        self._cpu_last = 0.0
+
+    @property
+    def cpu_seconds(self) -> float:
+        return 0.0 if self._cpu_first is None else self._cpu_last - self._cpu_first
 
     def __enter__(self) -> DriverClock:
+        if self._cpu_first is None:
+            self._cpu_first = time.process_time()
         self._start = time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
         self.seconds += time.perf_counter() - self._start
+        self._cpu_last = time.process_time()
 
 
 def make_env(cfg: CollectConfig):
@@ -226,7 +240,7 @@ def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None 
     env = make_env(cfg)
     backend = backend_name(cfg)
     meta = RolloutMeta.from_env(env, collect_config=cfg.to_json(), collect_backend=backend)
-    with RolloutWriter(cfg.out, meta, restart=restart) as writer:
+    with RolloutWriter(cfg.out, meta, restart=restart, write_threads=WRITE_THREADS) as writer:
         extra = sorted(i for i in writer.episode_ids if i >= cfg.episodes)
         if extra:
             raise ConfigMismatchError(cfg.out, {"episodes": (max(writer.episode_ids) + 1, cfg.episodes)})
@@ -243,8 +257,11 @@ def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None 
                     steps += episode.total_steps
                     bar.update(1)
                     bar.set_postfix(steps_per_s=f"{steps / (time.perf_counter() - start):.0f}")
+            with clock:
+                writer.flush()  # the episodes still being stored
         total = len(writer.episode_ids)
-    return CollectResult(len(todo), total, steps, time.perf_counter() - start, backend, clock.seconds)
+    return CollectResult(len(todo), total, steps, time.perf_counter() - start, backend, clock.seconds,
+                         clock.cpu_seconds)
 
 
 def _episodes(cfg: CollectConfig, meta: RolloutMeta, env, todo: list[int], clock: DriverClock):
