@@ -230,7 +230,7 @@ cdef class CoreCostModel:
         return deref(self.cptr()).graph_cost_ms(deref(graph.g))
 
     def graph_cost_units(self, CoreGraph graph):
-        """The graph cost as an exact integer of cost units (1e-9 ms), as search sums it."""
+        """The graph cost as an exact integer of cost units (1e-12 ms), as search sums it."""
         return deref(self.cptr()).graph_cost_units(deref(graph.g))
 
 

@@ -27,7 +27,7 @@ def _walk_and_check(g: te.Graph, steps: int, seed: int) -> int:
             child = rules.core.apply(g._core, rule_id, loc)
             assert child.hash() == child_hash, (c.rule_name, loc)
             assert model.graph_cost_units(child) == base + delta_units, (c.rule_name, loc)
-            assert c.cost_delta == pytest.approx(delta_units * 1e-9, abs=1e-12)
+            assert c.cost_delta == pytest.approx(delta_units * 1e-12, abs=1e-15)
             checked += 1
         if not plain:
             break
