@@ -84,6 +84,7 @@ class SearchResult:
     applied: list[int]
     complete: bool
     graphs_built: int = 0
+    peak_graphs_stored: int = 0
     rule_fires: Counter = field(default_factory=Counter)
     details: dict = field(default_factory=dict)  # method-specific figures (eqsat: e-graph size, stop, ...)
 
@@ -94,7 +95,8 @@ class SearchResult:
 
 def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, budget: int = 1000,
            max_steps: int = 10000, max_ops: int = 40, max_states: int = 20000, rules=None,
-           model: str | CostModel | None = None, incremental: bool = True, **eqsat_options) -> SearchResult:
+           model: str | CostModel | None = None, incremental: bool = True,
+           store_ops: int = 150000, **eqsat_options) -> SearchResult:
     """Optimises `graph` with a search baseline.
 
     Args:
@@ -107,6 +109,9 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
         incremental: backtracking scores children from their candidates (exact cost
             delta and child hash, no graph built) and builds a graph only when it is
             expanded; False builds every child (the slow reference it must equal).
+        store_ops: incremental backtracking keeps at most this many ops' worth of
+            expanded graphs (at least 4 graphs) and rebuilds evicted ones by replaying
+            rewrites, so memory stays bounded whatever the budget.
 
     Raises:
         ValueError: unknown method, bad alpha/budget, or an exhaustive-search limit.
@@ -124,14 +129,14 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
     start = time.perf_counter()
     core, stats = rule_set.core.search(method, graph._core, _core_model(model), alpha=alpha, budget=budget,
                                        max_steps=max_steps, max_ops=max_ops, max_states=max_states,
-                                       incremental=incremental)
+                                       incremental=incremental, store_ops=store_ops)
     seconds = time.perf_counter() - start
     names = rule_set.names()
     return SearchResult(
         graph=_wrap(graph, core), method=method, initial_cost=stats["initial_cost"],
         final_cost=stats["final_cost"], seconds=seconds, expansions=stats["expansions"],
         graphs_seen=stats["graphs_seen"], applied=stats["applied"], complete=stats["complete"],
-        graphs_built=stats["graphs_built"],
+        graphs_built=stats["graphs_built"], peak_graphs_stored=stats["peak_graphs_stored"],
         rule_fires=Counter(names[i] for i in stats["applied"]))
 
 

@@ -101,6 +101,7 @@ class GraphStore {
       if (*c == id || (nodes_[*c].queued > 0 && nodes_[*c].depth % kCheckpoint == 0)) {
         if (stored_.size() >= capacity_) evict(id);
         stored_[*c] = g;
+        peak = std::max(peak, static_cast<int>(stored_.size()) + 1);  // + the start graph
       }
     }
     return g;
@@ -119,6 +120,7 @@ class GraphStore {
   }
 
   int built = 0;
+  int peak = 1;
 
  private:
   // Eviction order: graphs without queued children, then non-checkpoints, then the one
@@ -146,7 +148,7 @@ class GraphStore {
 }  // namespace
 
 SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const CostModel& model, double alpha,
-                                 int budget, bool incremental) {
+                                 int budget, bool incremental, int store_ops) {
   if (alpha < 1.0) throw ValueError("alpha must be >= 1, got " + std::to_string(alpha));
   if (budget < 0) throw ValueError("budget must be >= 0, got " + std::to_string(budget));
   // A queued graph is its parent (an expanded node) plus the candidate deriving it.
@@ -159,7 +161,7 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
       return cost != o.cost ? cost > o.cost : hash > o.hash;
     }
   };
-  size_t capacity = std::max<size_t>(16, kSearchStoreOps / std::max(1, graph.num_ops()));
+  size_t capacity = std::max(4, store_ops / std::max(1, graph.num_ops()));
   GraphStore store(graph, rules, incremental ? capacity : static_cast<size_t>(budget) + 1);
   const int64_t initial = model.graph_cost_units(graph);
   const uint64_t initial_hash = graph.hash();
@@ -219,6 +221,7 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
   }
   r.final_cost = model.graph_cost_ms(r.graph);
   r.graphs_built = store.built;
+  r.peak_graphs_stored = store.peak;
   return r;
 }
 
