@@ -36,6 +36,7 @@ from taso_env.onnx.check import check_equivalent, random_feeds
 
 AGENTS = ("controller", "model_free", "backtracking", "greedy", "random")
 LEARNED = ("controller", "model_free")
+DEFAULT_AGENTS = ("controller", "backtracking", "greedy", "random")  # model_free when trained: name it
 
 
 class OptimisedGraphMismatch(AssertionError):
@@ -48,7 +49,8 @@ class EvalConfig:
 
     Attributes:
         graphs: built-in networks, ONNX files or shipped model names.
-        agents: agents to compare (controller and model_free need a trained run).
+        agents: agents to compare (controller needs a trained run, model_free a run
+            where `rlflow train-model-free` ran).
         budget: backtracking's expansion budget.
         alpha: backtracking's relaxation.
         horizon: step limit of the learned agents' and random agent's episodes.
@@ -59,7 +61,7 @@ class EvalConfig:
     """
 
     graphs: tuple[str, ...]
-    agents: tuple[str, ...] = AGENTS
+    agents: tuple[str, ...] = DEFAULT_AGENTS
     budget: int = 1000
     alpha: float = 1.05
     horizon: int = 100
