@@ -6,7 +6,7 @@ errors (TuningError naming the key). Every key is optional except `graphs`:
      "tuners": ["random", "grid", "ga", "xgb", "gadqn"],
      "tuner_params": {"ga": {"pop_size": 16}, "gadqn": {"epsilon_decay_trials": 300}},
      "budgets": [50, 100, 200, 500], "seeds": [0, 1, 2, 3, 4], "batch": 8,
-     "target_pct": 2.0, "live": false, "live_trials": 64,
+     "target_pct": 2.0, "start": "random", "live": false, "live_trials": 64,
      "record": {"samples_uniform": 30, "samples_local": 30},
      "experiment": {"tuner": "gadqn", "variants": {"both": {}, "crossover_only": {"dqn_mutation": false}}}}
 """
@@ -45,6 +45,7 @@ class TuneConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     batch: int = 8
     target_pct: float = 2.0
+    start: str = "random"
     live: bool = False
     live_trials: int = 64
     live_tuner: str = "ga"
@@ -120,6 +121,9 @@ def from_dict(data: dict) -> TuneConfig:
         raise TuningError(f"config key 'target_pct' must be >= 0, got {d['target_pct']!r}")
     if "live" in d:
         _check_type("live", d["live"], bool, "true or false")
+    if d.get("start", "random") not in ("random", "default"):
+        raise TuningError(f"config key 'start' must be 'random' (cold, AutoTVM style) or 'default' (the first "
+                          f"trial is the executor's default plan), got {d['start']!r}")
     for key in ("record", "experiment"):
         if key in d:
             _check_type(key, d[key], dict, "an object")

@@ -199,6 +199,7 @@ class GATuner(Tuner):
             attempts += 1
             i, j = self.rng.choice(len(self.population), size=2, p=probs)
             p1, p2 = self.population[i], self.population[j]
+            self._extra: dict = {}  # what the hooks want remembered about this child (GA-DQN)
             a, b = self.crossover_points(p1, p2)
             child = list(p1[:a]) + list(p2[a:b]) + list(p1[b:])
             genes = self.mutation_genes(child)
@@ -208,7 +209,8 @@ class GATuner(Tuner):
             if self._claim(child_t):
                 children.append(child_t)
                 self.children_meta[child_t] = {"parents": (p1, p2), "points": (a, b), "genes": list(genes),
-                                               "parent_costs": (self.measured[p1], self.measured[p2])}
+                                               "parent_costs": (self.measured[p1], self.measured[p2]),
+                                               **self._extra}
         if not children:
             c = self._fresh_random()
             if c is None:
@@ -235,8 +237,8 @@ class XGBTuner(Tuner):
 
     name = "xgb"
 
-    def __init__(self, space: TuningSpace, seed: int = 0, n_candidates: int = 512, epsilon: float = 0.1,
-                 plan_size: int = 16, num_rounds: int = 60):
+    def __init__(self, space: TuningSpace, seed: int = 0, n_candidates: int = 256, epsilon: float = 0.1,
+                 plan_size: int = 32, num_rounds: int = 40):
         super().__init__(space, seed)
         import xgboost  # noqa: F401 - fail early with ImportError where it is missing
 
@@ -244,6 +246,7 @@ class XGBTuner(Tuner):
         self.model = None
         self.xs: list[Config] = []
         self.ys: list[float] = []
+        self._trained_on = 0  # the model is refitted every plan_size new measurements
 
     def update(self, configs: Sequence[Config], costs: Sequence[float]) -> None:
         super().update(configs, costs)
@@ -251,8 +254,10 @@ class XGBTuner(Tuner):
             if np.isfinite(cost):
                 self.xs.append(tuple(c))
                 self.ys.append(float(cost))
-        if len(self.xs) >= self.plan_size:
+        if len(self.xs) >= self.plan_size and len(self.xs) - self._trained_on >= self.plan_size:
             import xgboost as xgb
+
+            self._trained_on = len(self.xs)
 
             data = xgb.DMatrix(np.array(self.xs, dtype=np.float32), label=np.log(np.array(self.ys)))
             params = {"max_depth": 6, "eta": 0.3, "objective": "reg:squarederror", "seed": self.seed,
