@@ -111,7 +111,7 @@ class GADQNTuner(GATuner):
     name = "gadqn"
 
     def __init__(self, space: TuningSpace, seed: int = 0, pop_size: int = 16, elite_num: int = 3,
-                 mutation_prob: float = 0.05, init: Sequence[Sequence[int]] = (), *, dqn_crossover: bool = True,
+                 mutation_prob: float | None = None, init: Sequence[Sequence[int]] = (), *, dqn_crossover: bool = True,
                  dqn_mutation: bool = True, hidden: int = 64, learning_rate: float = 1e-3, gamma: float = 0.5,
                  epsilon_start: float = 1.0, epsilon_end: float = 0.05, epsilon_decay_trials: int = 300,
                  buffer_size: int = 4096, batch_size: int = 32, train_steps: int = 4, target_sync: int = 25,

@@ -117,7 +117,8 @@ class GATuner(Tuner):
     """AutoTVM's GATuner behaviour: a population of `pop_size`; each generation keeps the
     `elite_num` best (elitism) and fills the rest with children of parents drawn with
     probability proportional to fitness (1 / cost), two-point crossover, then each gene
-    mutated with probability `mutation_prob`. Children already measured are redrawn.
+    mutated with probability `mutation_prob` (default: AutoTVM's 0.1, capped at 2 / genes so
+    a child of a 200-gene space is not re-randomised). Children already measured are redrawn.
 
     Subclasses choose the crossover points and the mutated genes by overriding
     `crossover_points` and `mutation_genes` (GA-DQN)."""
@@ -125,8 +126,10 @@ class GATuner(Tuner):
     name = "ga"
 
     def __init__(self, space: TuningSpace, seed: int = 0, pop_size: int = 16, elite_num: int = 3,
-                 mutation_prob: float = 0.1, init: Sequence[Sequence[int]] = ()):
+                 mutation_prob: float | None = None, init: Sequence[Sequence[int]] = ()):
         super().__init__(space, seed)
+        if mutation_prob is None:  # AutoTVM's 0.1, but about 2 genes per child in large spaces
+            mutation_prob = min(0.1, 2.0 / len(self.card))
         if pop_size < 2 or not 0 <= elite_num < pop_size:
             raise TuningError(f"GA needs pop_size >= 2 and 0 <= elite_num < pop_size, got {pop_size}, {elite_num}")
         if not 0.0 <= mutation_prob <= 1.0:
