@@ -57,7 +57,17 @@ class TuneConfig:
         return max(self.budgets)
 
     def records_path(self, graph: str) -> str:
-        return os.path.join(self.records_dir, f"{graph_name(graph)}_{self.math}.h5")
+        """records_dir/<graph>_<math>.h5; when records_dir is the default and holds no such
+        file (an installed rlflow run elsewhere), the shipped records."""
+        name = f"{graph_name(graph)}_{self.math}.h5"
+        path = os.path.join(self.records_dir, name)
+        if not os.path.exists(path) and self.records_dir == "data/tuning":
+            from taso_env import shipped_data
+
+            root = shipped_data.root()
+            if root is not None and (root / "tuning" / name).exists():
+                return str(root / "tuning" / name)
+        return path
 
 
 def graph_name(spec: str) -> str:
