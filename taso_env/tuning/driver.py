@@ -215,11 +215,23 @@ def _trials_to_target(curve: list[float], target: float) -> int | None:
 
 
 def _run_one(cfg: TuneConfig, rec: TuningRecords, tuner_name: str, params: dict, seed: int, tag: str) -> dict:
+    """One tuner run on replayed records. start "default": the default plan is the first
+    trial (GA / GA-DQN: their first population is it and mutants of it)."""
+    params = dict(params)
+    default = rec.space.default_config()
+    if cfg.start == "default" and tuner_name in ("ga", "gadqn"):
+        params.setdefault("init", [default])
     tuner = make_tuner(tuner_name, rec.space, seed, **params)
+    prefix: list[float] = []
+    if cfg.start == "default" and tuner_name not in ("ga", "gadqn"):
+        tuner.visited.add(default)
+        tuner.update([default], [rec.replay(default)])
+        prefix = [rec.replay(default)]
     tb = Scalars(os.path.join(cfg.out_dir, "tensorboard", tag))
     t0 = time.time()
-    curve = run_tuner(tuner, lambda cs: [rec.replay(c) for c in cs], cfg.max_budget, cfg.batch,
-                      on_batch=lambda n, b: tb.scalar("best_ms", b, n))
+    curve = prefix + run_tuner(tuner, lambda cs: [rec.replay(c) for c in cs], cfg.max_budget - len(prefix),
+                               cfg.batch, on_batch=lambda n, b: tb.scalar("best_ms", b, n))
+    curve = list(np.minimum.accumulate(curve)) if curve else curve
     tb.close()
     best_ms = rec.best_config()[1]
     target = best_ms * (1 + cfg.target_pct / 100)
