@@ -4,7 +4,7 @@ TensorBoard. Runs on V and M only: the real environment is never stepped (checke
     train_controller(run_dir, ControllerTrainConfig()) -> metrics dict
 
 Artefacts under runs/<name>/: controller/ (tf.train.Checkpoint + CheckpointManager,
-config.json, location_head.json, start_latents.npy, metrics.json) and tb/controller.
+config.json, start_latents.npy, metrics.json) and tb/controller.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from controller.location_head import LocationHead
 from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, PPOTrainer
 from taso_env.engine import real_work
@@ -65,8 +64,8 @@ def start_latents(vae, rollouts_path: str | Path) -> tuple[np.ndarray, list[str]
     return np.stack([mu.numpy(), log_sigma.numpy()], axis=1), names
 
 
-def load_controller(run_dir: str | Path) -> tuple[Controller, LocationHead, ControllerTrainConfig]:
-    """The trained controller of a run (latest checkpoint), its location head and config."""
+def load_controller(run_dir: str | Path) -> tuple[Controller, ControllerTrainConfig]:
+    """The trained controller of a run (latest checkpoint) and its training config."""
     run = RunFolder(run_dir)
     folder = run.stage_dir(CONTROLLER_DIR)
     saved = run.stage_config(CONTROLLER_DIR)
@@ -79,7 +78,21 @@ def load_controller(run_dir: str | Path) -> tuple[Controller, LocationHead, Cont
         raise CheckpointNotFoundError(f"no controller checkpoint in {folder}")
     ckpt.restore(latest).expect_partial()
     controller(tf.zeros([1, controller.config.obs_dim]), tf.ones([1, controller.config.n_actions], tf.bool))
-    return controller, LocationHead.load(folder / "location_head.json"), ControllerTrainConfig.from_dict(saved["train"])
+    return controller, ControllerTrainConfig.from_dict(saved["train"])
+
+
+def load_agent(run_dir: str | Path, env, explore: bool = False):
+    """The run's controller as an agent on the real env `env` (controller.agent), with
+    the step cost and discount it was trained with in the dream."""
+    from controller.agent import ControllerAgent, LookaheadConfig
+
+    controller, config = load_controller(run_dir)
+    lookahead = LookaheadConfig(gamma=config.ppo.gamma, step_cost=config.dream.step_cost,
+                                detour_cost=config.dream.detour_cost)
+    agent = ControllerAgent(load_vae(run_dir), load_mdnrnn(run_dir), controller, env, lookahead=lookahead,
+                            explore=explore)
+    agent.warm_up()
+    return agent
 
 
 def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart: bool = False) -> dict:
@@ -94,7 +107,6 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     saved = RunFolder(run_dir).prepare_stage(CONTROLLER_DIR, {"controller": ccfg, "train": config}, restart=restart,
                                      resumable=("train.updates",))
     np.save(folder / "start_latents.npy", latents)
-    LocationHead().save(folder / "location_head.json")
 
     controller = Controller(ccfg)
     trainer = PPOTrainer(controller, config.ppo)
@@ -169,4 +181,4 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-__all__ = ["ControllerTrainConfig", "load_controller", "start_latents", "train_controller"]
+__all__ = ["ControllerTrainConfig", "load_agent", "load_controller", "start_latents", "train_controller"]

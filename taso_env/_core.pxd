@@ -202,11 +202,12 @@ cdef extern from "taso/search.h" namespace "taso":
         vector[int] applied
         bool complete
         int graphs_built
+        int peak_graphs_stored
 
     SearchResult greedy_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
                                int max_steps, double min_gain) except +raise_core_error
     SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
-                                     double alpha, int budget, bool incremental) except +raise_core_error
+                                     double alpha, int budget, bool incremental, int store_ops) except +raise_core_error
     SearchResult exhaustive_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
                                    int max_ops, int max_states) except +raise_core_error
 

@@ -230,7 +230,7 @@ cdef class CoreCostModel:
         return deref(self.cptr()).graph_cost_ms(deref(graph.g))
 
     def graph_cost_units(self, CoreGraph graph):
-        """The graph cost as an exact integer of cost units (1e-9 ms), as search sums it."""
+        """The graph cost as an exact integer of cost units (1e-12 ms), as search sums it."""
         return deref(self.cptr()).graph_cost_units(deref(graph.g))
 
 
@@ -437,14 +437,15 @@ cdef class CoreRuleSet:
         return out
 
     def search(self, str method, CoreGraph graph, CoreCostModel model, double alpha=1.05, int budget=1000,
-               int max_steps=10000, int max_ops=40, int max_states=20000, bint incremental=True):
+               int max_steps=10000, int max_ops=40, int max_states=20000, bint incremental=True,
+               int store_ops=150000):
         """Runs greedy / backtracking / exhaustive search; returns (CoreGraph, stats)."""
         cdef SearchResult r
         if method == "greedy":
             r = greedy_search(deref(graph.g), deref(self.rules), deref(model.cptr()), max_steps, 1e-9)
         elif method == "backtracking":
             r = backtracking_search(deref(graph.g), deref(self.rules), deref(model.cptr()), alpha, budget,
-                                    incremental)
+                                    incremental, store_ops)
         elif method == "exhaustive":
             r = exhaustive_search(deref(graph.g), deref(self.rules), deref(model.cptr()), max_ops, max_states)
         else:
@@ -453,5 +454,5 @@ cdef class CoreRuleSet:
         out.g = make_unique[Graph](r.graph)
         stats = {"initial_cost": r.initial_cost, "final_cost": r.final_cost, "expansions": r.expansions,
                  "graphs_seen": r.graphs_seen, "applied": list(r.applied), "complete": r.complete,
-                 "graphs_built": r.graphs_built}
+                 "graphs_built": r.graphs_built, "peak_graphs_stored": r.peak_graphs_stored}
         return out, stats

@@ -44,5 +44,11 @@ def run(args: argparse.Namespace) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     result = getattr(driver, mode)(cfg, log)
-    print(json.dumps({"mode": mode, "out_dir": cfg.out_dir, "result": result}, default=str))
+
+    def compact(x):  # the curves are in out_dir; keep the printed summary short
+        if isinstance(x, dict):
+            return {k: compact(v) for k, v in x.items() if k != "mean_curve"}
+        return x
+
+    print(json.dumps({"mode": mode, "out_dir": cfg.out_dir, "result": compact(result)}, default=str))
     return 0

@@ -6,7 +6,7 @@ errors (TuningError naming the key). Every key is optional except `graphs`:
      "tuners": ["random", "grid", "ga", "xgb", "gadqn"],
      "tuner_params": {"ga": {"pop_size": 16}, "gadqn": {"epsilon_decay_trials": 300}},
      "budgets": [50, 100, 200, 500], "seeds": [0, 1, 2, 3, 4], "batch": 8,
-     "target_pct": 2.0, "live": false, "live_trials": 64,
+     "target_pct": 2.0, "start": "random", "live": false, "live_trials": 64,
      "record": {"samples_uniform": 30, "samples_local": 30},
      "experiment": {"tuner": "gadqn", "variants": {"both": {}, "crossover_only": {"dqn_mutation": false}}}}
 """
@@ -45,6 +45,7 @@ class TuneConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     batch: int = 8
     target_pct: float = 2.0
+    start: str = "random"
     live: bool = False
     live_trials: int = 64
     live_tuner: str = "ga"
@@ -56,7 +57,17 @@ class TuneConfig:
         return max(self.budgets)
 
     def records_path(self, graph: str) -> str:
-        return os.path.join(self.records_dir, f"{graph_name(graph)}_{self.math}.h5")
+        """records_dir/<graph>_<math>.h5; when records_dir is the default and holds no such
+        file (an installed rlflow run elsewhere), the shipped records."""
+        name = f"{graph_name(graph)}_{self.math}.h5"
+        path = os.path.join(self.records_dir, name)
+        if not os.path.exists(path) and self.records_dir == "data/tuning":
+            from taso_env import shipped_data
+
+            root = shipped_data.root()
+            if root is not None and (root / "tuning" / name).exists():
+                return str(root / "tuning" / name)
+        return path
 
 
 def graph_name(spec: str) -> str:
@@ -120,6 +131,9 @@ def from_dict(data: dict) -> TuneConfig:
         raise TuningError(f"config key 'target_pct' must be >= 0, got {d['target_pct']!r}")
     if "live" in d:
         _check_type("live", d["live"], bool, "true or false")
+    if d.get("start", "random") not in ("random", "default"):
+        raise TuningError(f"config key 'start' must be 'random' (cold, AutoTVM style) or 'default' (the first "
+                          f"trial is the executor's default plan), got {d['start']!r}")
     for key in ("record", "experiment"):
         if key in d:
             _check_type(key, d[key], dict, "an object")

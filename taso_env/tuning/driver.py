@@ -33,36 +33,27 @@ Log = Callable[[str], None]
 
 
 class Scalars:
-    """TensorBoard scalars through tf.summary where TensorFlow is installed, else
-    torch.utils.tensorboard (the GPU machine has no TensorFlow)."""
+    """TensorBoard scalars written with the tensorboard package's own event writer: no
+    TensorFlow and no torch in the process (the GPU machine has no TensorFlow, and
+    importing torch there first would swap the cuDNN the executor loads)."""
 
     def __init__(self, logdir: str):
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
         os.makedirs(logdir, exist_ok=True)
-        self._tf = self._pt = None
-        try:
-            import tensorflow as tf
-
-            self._tf = tf
-            self._w = tf.summary.create_file_writer(logdir)
-        except ImportError:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._pt = SummaryWriter(logdir)
+        self._w = EventFileWriter(logdir)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         if not np.isfinite(value):
             return
-        if self._tf is not None:
-            with self._w.as_default():
-                self._tf.summary.scalar(tag, float(value), step=step)
-        else:
-            self._pt.add_scalar(tag, float(value), step)
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self._w.add_event(Event(wall_time=time.time(), step=int(step),
+                                summary=Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])))
 
     def close(self) -> None:
-        if self._tf is not None:
-            self._w.flush()
-        else:
-            self._pt.close()
+        self._w.close()
 
 
 def _jsonl_done(path: str) -> dict[str, dict]:
@@ -155,9 +146,10 @@ def tune_replay(cfg: TuneConfig, spec: str, rec: TuningRecords, log: Log) -> dic
 
 
 def tune_live(cfg: TuneConfig, spec: str, rec: TuningRecords, log: Log) -> dict:
-    """Live tuning on this GPU, starting from the executor's default plan (the first
-    population is the default and mutants of it); the best plan and the default are then
-    re-measured alternately and the plan is stored if it is faster."""
+    """Live tuning on this GPU, starting from the executor's default plan and the best
+    plan of the graph's records (the first population is these two and mutants of them);
+    the best plan and the default are then re-measured alternately (7 each) and the plan
+    is stored if its median is faster."""
     import taso_env as te
     from taso_env.tuning import plan_store
     from taso_env.tuning.measurer import LiveMeasurer, host_fed_ops, measure_plan
@@ -167,8 +159,8 @@ def tune_live(cfg: TuneConfig, spec: str, rec: TuningRecords, log: Log) -> dict:
     host_fed = host_fed_ops(graph)
     space = rec.space
     params = dict(cfg.tuner_params.get(cfg.live_tuner, {}))
-    if cfg.live_tuner in ("ga", "gadqn"):
-        params.setdefault("init", [space.default_config()])
+    if cfg.live_tuner in ("ga", "gadqn"):  # start at the default and at the records' best plan
+        params.setdefault("init", [space.default_config(), rec.best_config()[0]])
     tuner = make_tuner(cfg.live_tuner, space, seed, **params)
     measure = LiveMeasurer(graph, space, cfg.math, host_fed)
     tb = Scalars(os.path.join(cfg.out_dir, "tensorboard", "tune_live", name))
@@ -176,7 +168,7 @@ def tune_live(cfg: TuneConfig, spec: str, rec: TuningRecords, log: Log) -> dict:
     run_tuner(tuner, measure, cfg.live_trials, cfg.batch, on_batch=lambda n, b: tb.scalar("best_ms", b, n))
     best_plan = space.to_plan(tuner.best_config)
     tuned, default = [], []
-    for _ in range(5):  # alternate, so drift affects both alike
+    for _ in range(7):  # alternate, so drift affects both alike
         default.append(measure_plan(graph, {}, cfg.math, host_fed, repeats=50))
         tuned.append(measure_plan(graph, best_plan, cfg.math, host_fed, repeats=50))
     tuned_ms, default_ms = float(np.median(tuned)), float(np.median(default))
@@ -196,16 +188,17 @@ def tune_live(cfg: TuneConfig, spec: str, rec: TuningRecords, log: Log) -> dict:
 
 def check_reuse(cfg: TuneConfig, spec: str) -> dict:
     """In a new process: does `cuda_backend.Executor` pick the stored plan up, and what
-    do the stored plan and the default measure there (alternating, 5 each)?"""
+    do the stored plan and the default measure there (alternating, 7 each)?"""
     code = (
         "import json, sys, numpy as np, taso_env as te\n"
         "from taso_env.gpu import cuda_backend as cb\n"
         "g = te.graphs.load(sys.argv[1]); t, d = [], []\n"
-        "for _ in range(5):\n"
+        "for _ in range(7):\n"
         "    with cb.Executor(g, math=sys.argv[2], opaque='host') as ex:\n"
         "        plan = ex.plan; t.append(ex.measure().median_ms)\n"
         "    with cb.Executor(g, math=sys.argv[2], opaque='host', plan=None) as ex: d.append(ex.measure().median_ms)\n"
-        "print(json.dumps({'plan_ops': len(plan), 'auto_ms': float(np.median(t)), 'default_ms': float(np.median(d)),"
+        "print(json.dumps({'plan_ops': len(plan), 'cudnn': cb.device_info()['cudnn'],"
+        " 'auto_ms': float(np.median(t)), 'default_ms': float(np.median(d)),"
         " 'auto_samples': t, 'default_samples': d}))\n")
     res = subprocess.run([sys.executable, "-c", code, resolve_graph(spec), cfg.math], capture_output=True, text=True)
     if res.returncode != 0:
@@ -222,11 +215,23 @@ def _trials_to_target(curve: list[float], target: float) -> int | None:
 
 
 def _run_one(cfg: TuneConfig, rec: TuningRecords, tuner_name: str, params: dict, seed: int, tag: str) -> dict:
+    """One tuner run on replayed records. start "default": the default plan is the first
+    trial (GA / GA-DQN: their first population is it and mutants of it)."""
+    params = dict(params)
+    default = rec.space.default_config()
+    if cfg.start == "default" and tuner_name in ("ga", "gadqn"):
+        params.setdefault("init", [default])
     tuner = make_tuner(tuner_name, rec.space, seed, **params)
+    prefix: list[float] = []
+    if cfg.start == "default" and tuner_name not in ("ga", "gadqn"):
+        tuner.visited.add(default)
+        tuner.update([default], [rec.replay(default)])
+        prefix = [rec.replay(default)]
     tb = Scalars(os.path.join(cfg.out_dir, "tensorboard", tag))
     t0 = time.time()
-    curve = run_tuner(tuner, lambda cs: [rec.replay(c) for c in cs], cfg.max_budget, cfg.batch,
-                      on_batch=lambda n, b: tb.scalar("best_ms", b, n))
+    curve = prefix + run_tuner(tuner, lambda cs: [rec.replay(c) for c in cs], cfg.max_budget - len(prefix),
+                               cfg.batch, on_batch=lambda n, b: tb.scalar("best_ms", b, n))
+    curve = list(np.minimum.accumulate(curve)) if curve else curve
     tb.close()
     best_ms = rec.best_config()[1]
     target = best_ms * (1 + cfg.target_pct / 100)

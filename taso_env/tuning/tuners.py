@@ -117,7 +117,8 @@ class GATuner(Tuner):
     """AutoTVM's GATuner behaviour: a population of `pop_size`; each generation keeps the
     `elite_num` best (elitism) and fills the rest with children of parents drawn with
     probability proportional to fitness (1 / cost), two-point crossover, then each gene
-    mutated with probability `mutation_prob`. Children already measured are redrawn.
+    mutated with probability `mutation_prob` (default: AutoTVM's 0.1, capped at 2 / genes so
+    a child of a 200-gene space is not re-randomised). Children already measured are redrawn.
 
     Subclasses choose the crossover points and the mutated genes by overriding
     `crossover_points` and `mutation_genes` (GA-DQN)."""
@@ -125,8 +126,10 @@ class GATuner(Tuner):
     name = "ga"
 
     def __init__(self, space: TuningSpace, seed: int = 0, pop_size: int = 16, elite_num: int = 3,
-                 mutation_prob: float = 0.1, init: Sequence[Sequence[int]] = ()):
+                 mutation_prob: float | None = None, init: Sequence[Sequence[int]] = ()):
         super().__init__(space, seed)
+        if mutation_prob is None:  # AutoTVM's 0.1, but about 2 genes per child in large spaces
+            mutation_prob = min(0.1, 2.0 / len(self.card))
         if pop_size < 2 or not 0 <= elite_num < pop_size:
             raise TuningError(f"GA needs pop_size >= 2 and 0 <= elite_num < pop_size, got {pop_size}, {elite_num}")
         if not 0.0 <= mutation_prob <= 1.0:
@@ -199,6 +202,7 @@ class GATuner(Tuner):
             attempts += 1
             i, j = self.rng.choice(len(self.population), size=2, p=probs)
             p1, p2 = self.population[i], self.population[j]
+            self._extra: dict = {}  # what the hooks want remembered about this child (GA-DQN)
             a, b = self.crossover_points(p1, p2)
             child = list(p1[:a]) + list(p2[a:b]) + list(p1[b:])
             genes = self.mutation_genes(child)
@@ -208,7 +212,8 @@ class GATuner(Tuner):
             if self._claim(child_t):
                 children.append(child_t)
                 self.children_meta[child_t] = {"parents": (p1, p2), "points": (a, b), "genes": list(genes),
-                                               "parent_costs": (self.measured[p1], self.measured[p2])}
+                                               "parent_costs": (self.measured[p1], self.measured[p2]),
+                                               **self._extra}
         if not children:
             c = self._fresh_random()
             if c is None:
@@ -235,8 +240,8 @@ class XGBTuner(Tuner):
 
     name = "xgb"
 
-    def __init__(self, space: TuningSpace, seed: int = 0, n_candidates: int = 512, epsilon: float = 0.1,
-                 plan_size: int = 16, num_rounds: int = 60):
+    def __init__(self, space: TuningSpace, seed: int = 0, n_candidates: int = 256, epsilon: float = 0.1,
+                 plan_size: int = 32, num_rounds: int = 40):
         super().__init__(space, seed)
         import xgboost  # noqa: F401 - fail early with ImportError where it is missing
 
@@ -244,6 +249,7 @@ class XGBTuner(Tuner):
         self.model = None
         self.xs: list[Config] = []
         self.ys: list[float] = []
+        self._trained_on = 0  # the model is refitted every plan_size new measurements
 
     def update(self, configs: Sequence[Config], costs: Sequence[float]) -> None:
         super().update(configs, costs)
@@ -251,8 +257,10 @@ class XGBTuner(Tuner):
             if np.isfinite(cost):
                 self.xs.append(tuple(c))
                 self.ys.append(float(cost))
-        if len(self.xs) >= self.plan_size:
+        if len(self.xs) >= self.plan_size and len(self.xs) - self._trained_on >= self.plan_size:
             import xgboost as xgb
+
+            self._trained_on = len(self.xs)
 
             data = xgb.DMatrix(np.array(self.xs, dtype=np.float32), label=np.log(np.array(self.ys)))
             params = {"max_depth": 6, "eta": 0.3, "objective": "reg:squarederror", "seed": self.seed,

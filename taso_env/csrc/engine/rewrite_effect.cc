@@ -7,7 +7,8 @@
 // costs change only where their constant-ness changes, and their Merkle hashes only
 // where an input's hash changes. Both are propagated from the replaced tensors through
 // their consumers in op-id (= topological) order, touching only the affected ops.
-#include <queue>
+#include <algorithm>
+#include <functional>
 
 #include "rule_internal.h"
 
@@ -79,40 +80,45 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   // Downstream ops, in topological order, while something about them changes.
   // Scratch marks in the facts, valid for this generation only: no per-call clearing.
   GraphFacts::Scratch& s = f.scratch;
-  if (s.queued.size() != g.ops().size()) {
-    s.queued.assign(g.ops().size(), 0);
-    s.changed.assign(g.ops().size(), 0);
-    s.hash.assign(g.ops().size(), 0);
-    s.constant.assign(g.ops().size(), 0);
+  const size_t n = g.ops().size();
+  if (s.queued.size() != n) {
+    s.queued.assign(n, 0);
+    s.changed.assign(n, 0);
+    s.replaced.assign(n, 0);
+    s.hash.assign(n, 0);
+    s.constant.assign(n, 0);
   }
   const uint32_t gen = ++s.generation;
+  for (const auto& rep : replaced) s.replaced[rep.first.op] = gen;
   auto key_of = [&](const TensorRef& t) -> TensorKey {
-    for (const auto& [from, to] : replaced)
-      if (from == t) return to;
+    if (s.replaced[t.op] == gen)
+      for (const auto& [from, to] : replaced)
+        if (from == t) return to;
     if (s.changed[t.op] == gen) return {s.hash[t.op], t.index, static_cast<bool>(s.constant[t.op])};
     return {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
   };
-  std::priority_queue<int, std::vector<int>, std::greater<int>> pending;
+  std::vector<int> heap;  // min-heap of op ids: consumers come after producers
   auto enqueue_consumers = [&](const TensorRef& t) {
     for (const auto& use : f.consumers[t.op][t.index])
       if (s.queued[use.first] != gen && !is_removed(use.first)) {
         s.queued[use.first] = gen;
-        pending.push(use.first);
+        heap.push_back(use.first);
+        std::push_heap(heap.begin(), heap.end(), std::greater<int>());
       }
   };
   for (const auto& rep : replaced) enqueue_consumers(rep.first);
-  while (!pending.empty()) {
-    int id = pending.top();
-    pending.pop();
-    const Op& op = g.op(id);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<int>());
+    int id = heap.back();
+    heap.pop_back();
     uint64_t v = f.hashes ? f.local_hash[id] : 0;
     bool all_constant = true;
-    for (const TensorRef& t : op.inputs) {
-      TensorKey k = key_of(t);
-      if (f.hashes) v = graph_hash::add_input(v, k.hash, k.index);
-      all_constant = all_constant && k.constant;
+    for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) {
+      TensorKey key = key_of(f.in_refs[k]);
+      if (f.hashes) v = graph_hash::add_input(v, key.hash, key.index);
+      all_constant = all_constant && key.constant;
     }
-    bool constant = is_constant_op(op.type, !op.inputs.empty(), all_constant);
+    bool constant = f.constant_rule[id] == 1 || (f.constant_rule[id] == 2 && all_constant);
     bool hash_changed = f.hashes && v != f.merkle[id];
     bool constant_changed = constant != static_cast<bool>(f.constant[id]);
     if (!hash_changed && !constant_changed) continue;
@@ -120,6 +126,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     s.hash[id] = v;
     s.constant[id] = constant;
     if (hash_changed) e.child_hash += graph_hash::op_term(v) - graph_hash::op_term(f.merkle[id]);
+    const Op& op = g.ops()[id];
     if (constant_changed) {
       int64_t now = 0;
       if (!constant && !is_source_op(op.type)) {

@@ -50,11 +50,16 @@ struct GraphFacts {
   // Per-op marks that rewrite_effect reuses across calls (generation-stamped).
   struct Scratch {
     uint32_t generation = 0;
-    std::vector<uint32_t> queued, changed;
+    std::vector<uint32_t> queued, changed, replaced;
     std::vector<uint64_t> hash;
     std::vector<char> constant;
   };
   mutable Scratch scratch;
+  // Flat inputs (in_refs[in_start[i] .. in_start[i+1]]) and how each op's constant-ness
+  // follows from its inputs: 0 never constant, 1 always, 2 when all inputs are.
+  std::vector<int> in_start;
+  std::vector<TensorRef> in_refs;
+  std::vector<uint8_t> constant_rule;
 
   GraphFacts(const Graph& g, const CostModel* model, bool with_hashes = false) : graph(g), hashes(with_hashes) {
     consumers = g.consumers();
@@ -70,6 +75,16 @@ struct GraphFacts {
     }
     ops_by_type.resize(kNumOpTypes);
     for (int i = 0; i < g.num_ops(); ++i) ops_by_type[static_cast<int>(g.op(i).type)].push_back(i);
+    in_start.reserve(g.num_ops() + 1);
+    constant_rule.resize(g.num_ops());
+    for (int i = 0; i < g.num_ops(); ++i) {
+      const Op& op = g.ops()[i];
+      in_start.push_back(static_cast<int>(in_refs.size()));
+      in_refs.insert(in_refs.end(), op.inputs.begin(), op.inputs.end());
+      bool has = !op.inputs.empty();
+      constant_rule[i] = is_constant_op(op.type, has, true) ? (is_constant_op(op.type, has, false) ? 1 : 2) : 0;
+    }
+    in_start.push_back(static_cast<int>(in_refs.size()));
     if (with_hashes) {
       local_hash.resize(g.num_ops());
       merkle.resize(g.num_ops());

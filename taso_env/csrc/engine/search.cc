@@ -1,5 +1,7 @@
 // Search baselines.
-#include <list>
+#include <algorithm>
+#include <limits>
+#include <tuple>
 #include <memory>
 #include <queue>
 #include <unordered_map>
@@ -51,50 +53,56 @@ SearchResult greedy_search(const Graph& graph, const RuleSet& rules, const CostM
 namespace {
 
 // Expanded graphs are recorded as (parent, rewrite); the graphs themselves are kept in
-// a small LRU store and rebuilt from the nearest stored ancestor when evicted.
+// a bounded store and rebuilt from the nearest stored ancestor when evicted. Eviction
+// drops first a graph with no queued child, else the one whose cheapest queued child
+// is the most expensive (the last to be popped, best-first).
 class GraphStore {
  public:
   struct Node {
     int parent;  // -1: the start graph
     int rule_id;
     std::vector<int> location;
+    int depth = 0;                                          // rewrites from the start graph
+    int queued = 0;                                         // children in the queue
+    int64_t cheapest = std::numeric_limits<int64_t>::max();  // cost of the cheapest one
   };
 
   GraphStore(const Graph& start, const RuleSet& rules, size_t capacity)
-      : start_(start), rules_(rules), capacity_(capacity) {
+      : start_(std::make_shared<const Graph>(start)), rules_(rules), capacity_(capacity) {
     nodes_.push_back({-1, -1, {}});
   }
 
   int add(int parent, const Candidate& c) {
-    nodes_.push_back({parent, c.rule_id, c.location});
+    nodes_.push_back({parent, c.rule_id, c.location, nodes_[parent].depth + 1});
     return static_cast<int>(nodes_.size()) - 1;
   }
-  const Node& node(int id) const { return nodes_[id]; }
+  void queued_child(int parent, int64_t cost) {
+    ++nodes_[parent].queued;
+    nodes_[parent].cheapest = std::min(nodes_[parent].cheapest, cost);
+  }
+  void popped_child(int parent) { --nodes_[parent].queued; }
 
   // The graph of node `id`, built if needed (and then stored).
   std::shared_ptr<const Graph> get(int id) {
-    if (id == 0) return start_ptr();
+    if (id == 0) return start_;
     auto it = stored_.find(id);
-    if (it != stored_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.second);
-      return it->second.first;
-    }
+    if (it != stored_.end()) return it->second;
     std::vector<int> chain;  // from `id` up to (not including) a stored ancestor
     int a = id;
     while (a != 0 && !stored_.count(a)) {
       chain.push_back(a);
       a = nodes_[a].parent;
     }
-    std::shared_ptr<const Graph> g = a == 0 ? start_ptr() : stored_[a].first;
+    std::shared_ptr<const Graph> g = a == 0 ? start_ : stored_[a];
     for (auto c = chain.rbegin(); c != chain.rend(); ++c) {
       g = std::make_shared<const Graph>(rules_.apply(*g, nodes_[*c].rule_id, nodes_[*c].location));
       ++built;
-    }
-    lru_.push_front(id);
-    stored_[id] = {g, lru_.begin()};
-    if (stored_.size() > capacity_) {
-      stored_.erase(lru_.back());
-      lru_.pop_back();
+      // Keep the graph itself, and checkpoints whose other children are still queued.
+      if (*c == id || (nodes_[*c].queued > 0 && nodes_[*c].depth % kCheckpoint == 0)) {
+        if (stored_.size() >= capacity_) evict(id);
+        stored_[*c] = g;
+        peak = std::max(peak, static_cast<int>(stored_.size()) + 1);  // + the start graph
+      }
     }
     return g;
   }
@@ -112,26 +120,35 @@ class GraphStore {
   }
 
   int built = 0;
+  int peak = 1;
 
  private:
-  std::shared_ptr<const Graph> start_ptr() {
-    if (!start_copy_) start_copy_ = std::make_shared<const Graph>(start_);
-    return start_copy_;
+  // Eviction order: graphs without queued children, then non-checkpoints, then the one
+  // whose cheapest queued child is the most expensive. Checkpoints (every kCheckpoint
+  // rewrites deep) bound the rewrites replayed to rebuild an evicted graph.
+  static constexpr int kCheckpoint = 8;
+  std::tuple<bool, bool, int64_t, int> evict_rank(int id) const {  // larger: evict first
+    const Node& n = nodes_[id];
+    return {n.queued == 0, n.depth % kCheckpoint != 0, n.cheapest, -id};
+  }
+  void evict(int keep) {
+    int victim = -1;
+    for (const auto& kv : stored_)
+      if (kv.first != keep && (victim < 0 || evict_rank(kv.first) > evict_rank(victim))) victim = kv.first;
+    if (victim >= 0) stored_.erase(victim);
   }
 
-  const Graph& start_;
+  std::shared_ptr<const Graph> start_;
   const RuleSet& rules_;
   size_t capacity_;
   std::vector<Node> nodes_;
-  std::shared_ptr<const Graph> start_copy_;
-  std::list<int> lru_;
-  std::unordered_map<int, std::pair<std::shared_ptr<const Graph>, std::list<int>::iterator>> stored_;
+  std::unordered_map<int, std::shared_ptr<const Graph>> stored_;
 };
 
 }  // namespace
 
 SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const CostModel& model, double alpha,
-                                 int budget, bool incremental) {
+                                 int budget, bool incremental, int store_ops) {
   if (alpha < 1.0) throw ValueError("alpha must be >= 1, got " + std::to_string(alpha));
   if (budget < 0) throw ValueError("budget must be >= 0, got " + std::to_string(budget));
   // A queued graph is its parent (an expanded node) plus the candidate deriving it.
@@ -144,7 +161,8 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
       return cost != o.cost ? cost > o.cost : hash > o.hash;
     }
   };
-  GraphStore store(graph, rules, incremental ? kSearchGraphStore : static_cast<size_t>(budget) + 1);
+  size_t capacity = std::max(4, store_ops / std::max(1, graph.num_ops()));
+  GraphStore store(graph, rules, incremental ? capacity : static_cast<size_t>(budget) + 1);
   const int64_t initial = model.graph_cost_units(graph);
   const uint64_t initial_hash = graph.hash();
   struct Best {
@@ -165,6 +183,7 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
   while (!queue.empty() && r.expansions < budget) {
     Entry e = queue.top();
     queue.pop();
+    if (e.parent >= 0) store.popped_child(e.parent);
     int node = e.parent < 0 ? 0 : store.add(e.parent, e.candidate);
     std::shared_ptr<const Graph> cur = store.get(node);
     ++r.expansions;
@@ -188,8 +207,10 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     for (const Child& ch : children) {
       if (!seen.insert(ch.hash).second) continue;  // two candidates leading to one graph
       ++r.graphs_seen;
-      if (static_cast<double>(ch.cost) < alpha * static_cast<double>(best.cost))
+      if (static_cast<double>(ch.cost) < alpha * static_cast<double>(best.cost)) {
         queue.push({ch.cost, ch.hash, node, *ch.candidate});
+        store.queued_child(node, ch.cost);
+      }
     }
   }
   r.complete = queue.empty();
@@ -200,6 +221,7 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
   }
   r.final_cost = model.graph_cost_ms(r.graph);
   r.graphs_built = store.built;
+  r.peak_graphs_stored = store.peak;
   return r;
 }
 

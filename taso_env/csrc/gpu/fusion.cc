@@ -48,7 +48,6 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
   for (int id = 0; id < n; ++id) {
     const Op& conv = graph.op(id);
     if (conv.type != OpType::kConv2D || !usable(id) || conv.attrs.get_int("activation") != kActNone) continue;
-    if (no_fuse && (*no_fuse)[id]) continue;
     const TensorType& y = conv.outputs[0];
     if (y.dtype != kFloat32) continue;
     auto [reader, slot] = sole_reader(id);
@@ -74,6 +73,13 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
         f.activation = epilogue_activation(graph.op(relu));
       }
     } else {
+      continue;
+    }
+    if (no_fuse && (*no_fuse)[id]) {
+      // The plan keeps this epilogue separate: no other conv (the other operand of a
+      // residual Add) may fold it either, so a plan's choices stay independent.
+      claimed[last] = 1;
+      if (mid >= 0) claimed[mid] = 1;
       continue;
     }
     claimed[id] = claimed[last] = 1;

@@ -132,7 +132,7 @@ DOMAINS: tuple[Domain, ...] = (
         (Template("MatMul", "MatMul", 2, {"activation": 0}),
          Template("Add", "Add", 2, commutative=True),
          Template("Mul", "Mul", 2, commutative=True),
-         Template("Div", "Div", 2),
+         Template("Div", "Div", 2, kinds=(None, "w")),
          Template("Heads", "Reshape", 1, {"shape": ["A", "T", "H", "E"]}),
          Template("Merge", "Reshape", 1, {"shape": ["A", "T", "N"]}),
          Template("T0213", "Transpose", 1, {"perm": [0, 2, 1, 3]}),

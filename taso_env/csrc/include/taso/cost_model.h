@@ -29,8 +29,9 @@ class CostModel {
   int64_t graph_cost_units(const Graph& graph) const;
 };
 
-// Search sums op costs as integers of this many ms (1 ps): exact, order-independent.
-constexpr double kCostUnitMs = 1e-9;
+// Search sums op costs as integers of this many ms (1 fs): exact, order-independent, and
+// room for graphs of up to 9e6 ms.
+constexpr double kCostUnitMs = 1e-12;
 inline int64_t cost_units(double ms) { return std::llround(ms / kCostUnitMs); }
 
 // Whether an op is constant (known before run time) given its type and whether all of

@@ -10,6 +10,10 @@
 
 namespace taso {
 
+// The incremental backtracking search keeps at most this many ops' worth of expanded
+// graphs materialised (at least 4 graphs): memory stays bounded whatever the budget.
+constexpr int kSearchStoreOps = 150000;
+
 struct SearchResult {
   Graph graph;                   // the best graph found
   double initial_cost = 0;       // ms
@@ -19,6 +23,7 @@ struct SearchResult {
   std::vector<int> applied;      // rule ids applied, in order, to reach `graph`
   bool complete = false;         // the whole reachable space was explored
   int graphs_built = 0;          // graphs materialised (rule applications)
+  int peak_graphs_stored = 0;    // most graphs held at once by the search
 };
 
 // Applies the best improving candidate until none improves by more than `min_gain` ms.
@@ -36,10 +41,8 @@ SearchResult greedy_search(const Graph& graph, const RuleSet& rules, const CostM
 // (or by replaying rewrites from the nearest stored ancestor). Without it, every child
 // is built, costed and hashed: the reference that the incremental search must equal.
 SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
-                                 double alpha = 1.05, int budget = 1000, bool incremental = true);
-
-// Graphs the incremental backtracking search keeps materialised at most.
-constexpr int kSearchGraphStore = 48;
+                                 double alpha = 1.05, int budget = 1000, bool incremental = true,
+                                 int store_ops = kSearchStoreOps);
 
 // Explores every graph reachable with the rules (up to `max_states`); refuses graphs
 // with more than `max_ops` computing ops. Throws ValueError on either limit.
