@@ -90,6 +90,9 @@ class RuleSet {
  private:
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
+  // Rules with the same source pattern share one match enumeration per candidates()
+  // call: match_group_[r] is the first rule id with r's source pattern.
+  std::vector<int> match_group_;
 };
 
 }  // namespace taso
