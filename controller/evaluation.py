@@ -11,6 +11,9 @@ steps spent in training, and — with `measure="cuda"` where the CUDA backend is
 measured runtimes. Every optimised graph is exported to ONNX and checked against the
 original with onnxruntime before it is reported; a mismatch is an error.
 
+Each (graph, agent) row is also saved under rows/ as it is computed; rerunning a killed
+evaluation with the same out_dir keeps them and computes only the rest.
+
 Outputs (in `out_dir`, see controller.eval_report): results.md, results.json,
 results.csv, learning_curves.json, runtime.png, speedup.png, optimisation_time.png,
 quality_vs_real_steps.png, TensorBoard summaries under tb/, and every graph as ONNX
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -192,6 +195,10 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         feeds = random_feeds(graph, config.seed)
         measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
+            done = out_dir / "rows" / f"{graph.name}__{agent}.json"
+            if done.exists():  # a killed evaluation resumes: rows already computed are kept
+                rows.append(Row(**json.loads(done.read_text())))
+                continue
             steps, best_step, used, load_s = 0, None, None, None
             env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model)
             if agent in LEARNED:
@@ -228,6 +235,8 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                             onnxruntime_max_abs_diff=max(report.max_abs_diff.values()),
                             measured_original_ms=measured_original, measured_optimised_ms=measured,
                             measured_speedup=measured_original / measured if measured else None))
+            done.parent.mkdir(exist_ok=True)
+            done.write_text(json.dumps(asdict(rows[-1])))
     write_outputs(rows, out_dir, AGENTS, _curves(run_dir, rows, config.agents))
     return rows
 
