@@ -186,6 +186,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     backend = _cuda_backend() if config.measure == "cuda" else None
     if config.measure == "cuda" and backend is None:
         raise RuntimeError("--measure cuda: the CUDA backend is not available on this machine")
+    key = _resume_key(config, run_dir)
     rows: list[Row] = []
     for spec in config.graphs:
         graph = load_graph(spec)
@@ -196,9 +197,11 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
             done = out_dir / "rows" / f"{graph.name}__{agent}.json"
-            if done.exists():  # a killed evaluation resumes: rows already computed are kept
-                rows.append(Row(**json.loads(done.read_text())))
-                continue
+            if done.exists():  # a killed evaluation resumes: rows of the same settings and models are kept
+                saved = json.loads(done.read_text())
+                if saved.pop("resume_key", None) == key:
+                    rows.append(Row(**saved))
+                    continue
             steps, best_step, used, load_s = 0, None, None, None
             env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model)
             if agent in LEARNED:
@@ -236,9 +239,19 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                             measured_original_ms=measured_original, measured_optimised_ms=measured,
                             measured_speedup=measured_original / measured if measured else None))
             done.parent.mkdir(exist_ok=True)
-            done.write_text(json.dumps(asdict(rows[-1])))
+            done.write_text(json.dumps({**asdict(rows[-1]), "resume_key": key}))
     write_outputs(rows, out_dir, AGENTS, _curves(run_dir, rows, config.agents))
     return rows
+
+
+def _resume_key(config: EvalConfig, run_dir: Path | None) -> str:
+    """What a saved row depends on: the settings and the learned agents' checkpoints."""
+    checkpoints = {}
+    if run_dir is not None:
+        for folder in ("controller", "model_free"):
+            index = run_dir / folder / "checkpoint"
+            checkpoints[folder] = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
+    return json.dumps({"config": asdict(config), "checkpoints": checkpoints}, sort_keys=True, default=str)
 
 
 class _Measurer:
