@@ -11,6 +11,9 @@ steps spent in training, and — with `measure="cuda"` where the CUDA backend is
 measured runtimes. Every optimised graph is exported to ONNX and checked against the
 original with onnxruntime before it is reported; a mismatch is an error.
 
+Each (graph, agent) row is also saved under rows/ as it is computed; rerunning a killed
+evaluation with the same out_dir keeps them and computes only the rest.
+
 Outputs (in `out_dir`, see controller.eval_report): results.md, results.json,
 results.csv, learning_curves.json, runtime.png, speedup.png, optimisation_time.png,
 quality_vs_real_steps.png, TensorBoard summaries under tb/, and every graph as ONNX
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +186,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     backend = _cuda_backend() if config.measure == "cuda" else None
     if config.measure == "cuda" and backend is None:
         raise RuntimeError("--measure cuda: the CUDA backend is not available on this machine")
+    key = _resume_key(config, run_dir)
     rows: list[Row] = []
     for spec in config.graphs:
         graph = load_graph(spec)
@@ -192,6 +196,12 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         feeds = random_feeds(graph, config.seed)
         measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
+            done = out_dir / "rows" / f"{graph.name}__{agent}.json"
+            if done.exists():  # a killed evaluation resumes: rows of the same settings and models are kept
+                saved = json.loads(done.read_text())
+                if saved.pop("resume_key", None) == key:
+                    rows.append(Row(**saved))
+                    continue
             steps, best_step, used, load_s = 0, None, None, None
             env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model)
             if agent in LEARNED:
@@ -228,8 +238,20 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                             onnxruntime_max_abs_diff=max(report.max_abs_diff.values()),
                             measured_original_ms=measured_original, measured_optimised_ms=measured,
                             measured_speedup=measured_original / measured if measured else None))
+            done.parent.mkdir(exist_ok=True)
+            done.write_text(json.dumps({**asdict(rows[-1]), "resume_key": key}))
     write_outputs(rows, out_dir, AGENTS, _curves(run_dir, rows, config.agents))
     return rows
+
+
+def _resume_key(config: EvalConfig, run_dir: Path | None) -> str:
+    """What a saved row depends on: the settings and the learned agents' checkpoints."""
+    checkpoints = {}
+    if run_dir is not None:
+        for folder in ("controller", "model_free"):
+            index = run_dir / folder / "checkpoint"
+            checkpoints[folder] = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
+    return json.dumps({"config": asdict(config), "checkpoints": checkpoints}, sort_keys=True, default=str)
 
 
 class _Measurer:
