@@ -76,5 +76,6 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["numpy>=2.0", "onnx>=1.16", "tqdm>=4.66"],
+    extras_require={"ray": ["ray==2.60.0"]},  # --ray: collection and evaluation on a Ray cluster
     zip_safe=False,
 )

@@ -15,6 +15,9 @@ RuleSet::RuleSet(std::vector<RuleSpec> specs) {
                        std::to_string(i) + " (ids are the action indices: 0..n-1 in order)");
     rules_.push_back(std::make_unique<Compiled>(std::move(specs[i])));
   }
+  rules_by_anchor_.resize(kNumOpTypes);
+  for (int r = 0; r < size(); ++r)
+    rules_by_anchor_[static_cast<int>(rules_[r]->source[rules_[r]->order[0]].type)].push_back(r);
 }
 
 RuleSet::~RuleSet() = default;
@@ -27,13 +30,23 @@ const RuleSpec& RuleSet::spec(int id) const {
   return rules_[id]->spec;
 }
 
-std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& model, int rule_id) const {
-  GraphFacts facts(graph, &model);
+std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& model, int rule_id,
+                                          bool child_hashes) const {
+  if (rule_id >= size()) throw IndexError("rule id " + std::to_string(rule_id) + " out of range");
+  GraphFacts facts(graph, &model, child_hashes);
+  std::vector<int> ids;  // rules anchored on an op type the graph has, in id order
+  if (rule_id >= 0) {
+    ids.push_back(rule_id);
+  } else {
+    for (int t = 0; t < kNumOpTypes; ++t)
+      if (!facts.ops_by_type[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
+    std::sort(ids.begin(), ids.end());
+  }
   std::vector<Candidate> out;
-  for (int r = 0; r < size(); ++r) {
-    if (rule_id >= 0 && r != rule_id) continue;
+  std::set<std::vector<int>> seen;
+  for (int r : ids) {
     const Compiled& rule = *rules_[r];
-    std::set<std::vector<int>> seen;
+    seen.clear();
     Match m = empty_match(rule);
     search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) {
       std::vector<int> key = found.ops;
@@ -44,7 +57,8 @@ std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& 
       if (!validate(rule, facts, mm, plan)) return;
       seen.insert(key);
       find_dead_ops(rule, facts, mm, plan);
-      out.push_back({r, found.ops, cost_delta(rule, facts, mm, plan, model)});
+      Effect e = rewrite_effect(rule, facts, mm, plan, model);
+      out.push_back({r, found.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash});
     });
   }
   return out;
