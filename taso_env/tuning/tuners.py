@@ -239,9 +239,10 @@ class GATuner(Tuner):
 
 class XGBTuner(Tuner):
     """AutoTVM-style model-based tuner: an XGBoost regressor of log cost over the genes
-    (trained on everything measured) ranks `n_candidates` candidates — mutations of the
-    best measured configs and random ones — and the best-ranked unseen ones are
-    proposed; an `epsilon` share of each batch is random (exploration)."""
+    (refitted on everything measured every `plan_size` new measurements; random configs
+    until the first fit) ranks `n_candidates` candidates — mutations of the 16 best
+    measured configs and random ones — and the best-ranked unseen ones are proposed; an
+    `epsilon` share of each batch is random (exploration)."""
 
     name = "xgb"
 
