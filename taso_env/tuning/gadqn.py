@@ -5,10 +5,11 @@ choose the crossover point and the genes to mutate (docs/tuning.md).
   costs relative to the best seen. Action: the first cut point (genes bucketed into at
   most `max_actions` positions); the second cut is drawn uniformly after it.
 - Mutation DQN. State: per gene, its value scaled to [0, 1] and whether it equals the
-  best config's. Action: a gene; k = max(1, Binomial(genes, mutation_prob)) genes are
-  picked one after another (epsilon-greedy each), and each gets a random new value.
-- Reward of both: the child's improvement over the mean of its parents' costs, in
-  percent, clipped to [-1, 1] (a failed measurement: -1). Transitions go into a replay
+  best config's. Action: a (gene, new value) pair (one output per option of every
+  gene, the current values masked); k = max(1, Binomial(genes, mutation_prob)) pairs
+  are picked one after another (epsilon-greedy each, one per gene).
+- Reward of both: the child's relative improvement over the mean of its parents' costs
+  times `reward_scale` (1000: 0.1% is 1), clipped to [-1, 1] (a failed measurement: -1). Transitions go into a replay
   buffer; after each measured batch `train_steps` minibatch updates of
   r + gamma * max_a' Q_target(s', a') (s' = the child's own state); the target network
   is synced every `target_sync` updates; epsilon decays linearly from `epsilon_start`
@@ -115,7 +116,7 @@ class GADQNTuner(GATuner):
                  dqn_mutation: bool = True, hidden: int = 64, learning_rate: float = 1e-3, gamma: float = 0.5,
                  epsilon_start: float = 1.0, epsilon_end: float = 0.05, epsilon_decay_trials: int = 300,
                  buffer_size: int = 4096, batch_size: int = 32, train_steps: int = 4, target_sync: int = 25,
-                 max_actions: int = 64, deterministic: bool = True):
+                 max_actions: int = 64, reward_scale: float = 1000.0, deterministic: bool = True):
         if not 0 <= epsilon_end <= epsilon_start <= 1:
             raise TuningError(f"GA-DQN needs 0 <= epsilon_end <= epsilon_start <= 1, got {epsilon_end}, "
                               f"{epsilon_start}")
@@ -128,11 +129,13 @@ class GADQNTuner(GATuner):
         self.dqn_crossover, self.dqn_mutation = dqn_crossover, dqn_mutation
         self.eps = (epsilon_start, epsilon_end, epsilon_decay_trials)
         self.train_steps = train_steps
+        self.reward_scale = reward_scale
         self.n_cut = min(g + 1, max_actions)  # cut-point buckets
         kw = dict(hidden=hidden, learning_rate=learning_rate, gamma=gamma, buffer_size=buffer_size,
                   batch_size=batch_size, target_sync=target_sync)
         self.cross_net = DQN(g + 2, self.n_cut, seed=seed * 2 + 1, **kw) if dqn_crossover else None
-        self.mut_net = DQN(2 * g, g, seed=seed * 2 + 2, **kw) if dqn_mutation else None
+        self.offsets = np.concatenate([[0], np.cumsum(self.card)]).astype(np.int64)  # (gene, value) -> action
+        self.mut_net = DQN(2 * g, int(self.offsets[-1]), seed=seed * 2 + 2, **kw) if dqn_mutation else None
         self.rewards: list[float] = []
 
     # -- helpers ---------------------------------------------------------------------
@@ -173,23 +176,34 @@ class GADQNTuner(GATuner):
         self._extra["cross"] = (state, action)
         return a, b
 
-    def mutation_genes(self, child: Sequence[int]) -> list[int]:
+    def mutate(self, child: Sequence[int]) -> list[tuple[int, int]]:
         if self.mut_net is None:
-            return super().mutation_genes(child)
+            return super().mutate(child)
         g = len(self.card)
-        k = max(1, int(self.rng.binomial(g, self.mutation_prob)))
+        k = min(g, max(1, int(self.rng.binomial(g, self.mutation_prob))))
         state = self._mut_state(child)
-        q = self.mut_net.q_values(state)[0]
-        genes: list[int] = []
-        for _ in range(min(k, g)):
+        q = self.mut_net.q_values(state)[0].astype(np.float64)
+        q[self.offsets[:-1] + np.asarray(child)] = -np.inf  # "mutating" to the current value
+        muts: list[tuple[int, int]] = []
+        actions: list[int] = []
+        for _ in range(k):
             if self.rng.random() < self.epsilon:
-                free = [i for i in range(g) if i not in genes]
-                genes.append(int(free[int(self.rng.integers(len(free)))]))
+                gene = int(self.rng.integers(g))
+                value = int(self.rng.integers(self.card[gene]))
+                action = int(self.offsets[gene] + value)
             else:
-                order = np.argsort(-q, kind="stable")
-                genes.append(int(next(i for i in order if i not in genes)))
-        self._extra["mut"] = (state, genes)
-        return genes
+                action = int(np.argmax(q))
+                if not np.isfinite(q[action]):
+                    break
+                gene = int(np.searchsorted(self.offsets, action, side="right") - 1)
+                value = action - int(self.offsets[gene])
+            if any(m[0] == gene for m in muts):
+                continue
+            muts.append((gene, value))
+            actions.append(action)
+            q[self.offsets[gene]:self.offsets[gene + 1]] = -np.inf  # one value per gene
+        self._extra["mut"] = (state, actions)
+        return muts
 
     # -- learning --------------------------------------------------------------------
     def update(self, configs: Sequence[Config], costs: Sequence[float]) -> None:
@@ -199,16 +213,16 @@ class GADQNTuner(GATuner):
             if not meta:
                 continue
             ref = float(np.mean(meta["parent_costs"]))
-            reward = -1.0 if not np.isfinite(cost) else float(np.clip(100 * (ref - cost) / ref, -1, 1))
+            reward = -1.0 if not np.isfinite(cost) else float(np.clip(self.reward_scale * (ref - cost) / ref, -1, 1))
             self.rewards.append(reward)
             if self.cross_net is not None and "cross" in meta:
                 state, action = meta["cross"]
                 self.cross_net.remember(state, action, reward, self._cross_state(tuple(c), tuple(c)))
             if self.mut_net is not None and "mut" in meta:
-                state, genes = meta["mut"]
+                state, actions = meta["mut"]
                 nxt = self._mut_state(c)
-                for gene in genes:
-                    self.mut_net.remember(state, gene, reward, nxt)
+                for action in actions:
+                    self.mut_net.remember(state, action, reward, nxt)
         for net in (self.cross_net, self.mut_net):
             if net is not None:
                 net.train(self.rng, self.train_steps)

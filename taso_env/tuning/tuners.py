@@ -120,8 +120,8 @@ class GATuner(Tuner):
     mutated with probability `mutation_prob` (default: AutoTVM's 0.1, capped at 2 / genes so
     a child of a 200-gene space is not re-randomised). Children already measured are redrawn.
 
-    Subclasses choose the crossover points and the mutated genes by overriding
-    `crossover_points` and `mutation_genes` (GA-DQN)."""
+    Subclasses choose the crossover points and the mutations by overriding
+    `crossover_points` and `mutate` (GA-DQN)."""
 
     name = "ga"
 
@@ -205,9 +205,10 @@ class GATuner(Tuner):
             self._extra: dict = {}  # what the hooks want remembered about this child (GA-DQN)
             a, b = self.crossover_points(p1, p2)
             child = list(p1[:a]) + list(p2[a:b]) + list(p1[b:])
-            genes = self.mutation_genes(child)
-            for g in genes:
-                child[g] = int(self.rng.integers(self.card[g]))
+            muts = self.mutate(child)
+            for g, v in muts:
+                child[g] = v
+            genes = [g for g, _ in muts]
             child_t = tuple(child)
             if self._claim(child_t):
                 children.append(child_t)
@@ -231,12 +232,17 @@ class GATuner(Tuner):
         """Genes to re-draw: each with probability mutation_prob."""
         return [int(g) for g in np.flatnonzero(self.rng.random(len(self.card)) < self.mutation_prob)]
 
+    def mutate(self, child: Sequence[int]) -> list[tuple[int, int]]:
+        """(gene, new value) pairs: the mutation_genes, each given a random value."""
+        return [(g, int(self.rng.integers(self.card[g]))) for g in self.mutation_genes(child)]
+
 
 class XGBTuner(Tuner):
     """AutoTVM-style model-based tuner: an XGBoost regressor of log cost over the genes
-    (trained on everything measured) ranks `n_candidates` candidates — mutations of the
-    best measured configs and random ones — and the best-ranked unseen ones are
-    proposed; an `epsilon` share of each batch is random (exploration)."""
+    (refitted on everything measured every `plan_size` new measurements; random configs
+    until the first fit) ranks `n_candidates` candidates — mutations of the 16 best
+    measured configs and random ones — and the best-ranked unseen ones are proposed; an
+    `epsilon` share of each batch is random (exploration)."""
 
     name = "xgb"
 
