@@ -7,14 +7,14 @@ one agent in a private temporary folder and returns its row and the ONNX files o
 graphs as bytes; it writes nothing shared. The driver (this process) writes every ONNX
 file atomically under out_dir/graphs/, orders the rows as the local evaluation does
 (graphs, then agents, in the config's order) and writes the same outputs
-(controller.evaluation.write_outputs). Only `optimisation_s` and `model_load_s`-like
-timings differ from a local run; costs, speedups, steps and the ONNX files are equal.
+(controller.eval_report.write_outputs). Only the timings (optimisation_s, model_load_s)
+differ from a local run; costs, speedups, steps and the ONNX files are equal.
 
 A worker that dies has its job re-run (TASK_RETRIES); a job that raises (an optimised
 graph that does not match its original in onnxruntime, a missing checkpoint) stops the
-evaluation with that error. The controller agent reads the run folder on the worker: on
-a cluster of several machines the run folder must be at the same path on every node
-(a shared filesystem), and every node needs rlflow installed.
+evaluation with that error. The learned agents (controller, model_free) read the run
+folder on the worker: on a cluster of several machines the run folder must be at the
+same path on every node (a shared filesystem), and every node needs rlflow installed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pathlib import Path
 from taso_env.errors import TasoEnvError
 
 TASK_RETRIES = 3
-LEARNED_AGENTS = ("controller", "model_free")  # agents that load TensorFlow models
 
 
 class RayEvaluationError(TasoEnvError, RuntimeError):
@@ -42,10 +41,10 @@ def rlflow_evaluate_job(config, run_dir: str | None, spec: str, agent: str) -> t
     The job's own summaries are thrown away, so a job whose agent needs no TensorFlow
     (the search baselines, random) keeps TensorFlow out of the worker: the evaluation
     then skips its TensorBoard summary, as it does wherever TensorFlow is absent."""
-    from controller.evaluation import evaluate
+    from controller.evaluation import LEARNED, evaluate
 
     job = replace(config, graphs=(spec,), agents=(agent,))
-    block_tf = agent not in LEARNED_AGENTS and "tensorflow" not in sys.modules
+    block_tf = agent not in LEARNED and "tensorflow" not in sys.modules
     if block_tf:
         sys.modules["tensorflow"] = None  # `import tensorflow` raises ImportError
     try:
@@ -72,13 +71,15 @@ def evaluate_on_ray(config, run_dir: str | Path | None, out_dir: str | Path, add
     """
     from tqdm import tqdm
 
-    from controller.evaluation import write_outputs
+    from controller.eval_report import write_outputs
+    from controller.evaluation import AGENTS, LEARNED, _curves
     from taso_env.ray_cluster import import_ray, ray_cluster
 
     out_dir = Path(out_dir)
     (out_dir / "graphs").mkdir(parents=True, exist_ok=True)
-    if "controller" in config.agents and run_dir is None:
-        raise ValueError("the controller agent needs --run (a trained run folder)")
+    for agent in LEARNED:
+        if agent in config.agents and run_dir is None:
+            raise ValueError(f"the {agent} agent needs --run (a trained run folder)")
     jobs = [(spec, agent) for spec in config.graphs for agent in config.agents]
     run = str(Path(run_dir).resolve()) if run_dir else None
     results: dict[tuple[str, str], list] = {}
@@ -103,7 +104,8 @@ def evaluate_on_ray(config, run_dir: str | Path | None, out_dir: str | Path, add
             for ref in pending:
                 ray.cancel(ref)
     rows = [row for job in jobs for row in results[job]]
-    write_outputs(rows, out_dir)
+    # the outputs evaluate() writes, from all the rows (its last line)
+    write_outputs(rows, out_dir, AGENTS, _curves(Path(run_dir) if run_dir else None, rows, config.agents))
     return rows
 
 

@@ -18,7 +18,8 @@ ports. An address joins that cluster (`ray start --head` on one machine, `ray st
 on exit; an address on 127.0.0.1 (another process's local Ray) is joined through the
 same switch. Ray's token authentication applies: a process joining by address needs
 RAY_AUTH_MODE=token and the cluster's token (~/.ray/auth_token or RAY_AUTH_TOKEN).
-When this process is already connected to Ray, that connection is used and left open.
+When this process is already connected to Ray, that connection is used and left open
+("local", "auto" or its own address; another address is refused).
 A local Ray gets an object store of LOCAL_OBJECT_STORE_BYTES (episodes are small and
 fetched at once) instead of 30% of the memory.
 """
@@ -29,6 +30,7 @@ import importlib.metadata
 import ipaddress
 import logging
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,11 +100,16 @@ def ray_cluster(address: str, *, num_cpus: int | None = None) -> Iterator[Cluste
     """
     ray = import_ray()
     if ray.is_initialized():
-        yield _cluster(ray, started=False)
+        cluster = _cluster(ray, started=False)
+        if address not in (LOCAL, "auto", cluster.address):
+            raise RayClusterError(f"this process is connected to the Ray cluster at {cluster.address}; "
+                                  f"it cannot also join {address!r}")
+        yield cluster
         return
     if address == LOCAL:
         _start_local(ray, num_cpus)
     else:
+        _check_reachable(address)
         try:
             with _loopback_switch(on=_is_loopback_address(address)):
                 ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
@@ -119,6 +126,19 @@ def ray_cluster(address: str, *, num_cpus: int | None = None) -> Iterator[Cluste
 def _cluster(ray, started: bool) -> Cluster:
     return Cluster(address=ray.get_runtime_context().gcs_address,
                    cpus=int(ray.cluster_resources().get("CPU", 0)), started=started)
+
+
+def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """RayClusterError at once if host:port (or ray://host:port) takes no connection;
+    ray.init would retry for minutes."""
+    target = address.split("://", 1)[-1]
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():  # "auto" and the like: Ray resolves them
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise RayClusterError(f"cannot reach the Ray cluster at {address!r}: {err}") from None
 
 
 def _is_loopback_address(address: str) -> bool:

@@ -169,7 +169,7 @@ def test_evaluation_on_ray_equals_local(cluster, tmp_path):
                         random_episodes=2)
     local = evaluate(config, None, tmp_path / "local")
     on_ray = evaluate_on_ray(config, None, tmp_path / "ray", address="local")
-    timing = {"optimisation_s"}
+    timing = {"optimisation_s", "model_load_s"}
     assert [{k: v for k, v in asdict(r).items() if k not in timing} for r in on_ray] == \
            [{k: v for k, v in asdict(r).items() if k not in timing} for r in local]
     names = sorted(os.listdir(tmp_path / "local" / "graphs"))
@@ -191,6 +191,18 @@ def test_ray_flags():
     parser = command_parser("evaluate")
     assert parser.parse_args(["--graphs", "squeezenet", "--ray"]).ray == "local"
     assert parser.parse_args(["--graphs", "squeezenet"]).ray == ""
+
+
+def test_unreachable_address_is_one_line_at_once(cluster, tmp_path):
+    from taso_env.ray_cluster import RayClusterError, ray_cluster
+
+    with pytest.raises(RayClusterError, match="cannot also join"), ray_cluster("127.0.0.1:1"):
+        pass  # this process is connected to the module's cluster
+    cmd = [sys.executable, "-m", "rlflow", "collect", "--graphs", "squeezenet", "--episodes", "2",
+           "--out", str(tmp_path / "rollouts.h5"), "--ray", "127.0.0.1:1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "error: cannot reach the Ray cluster at '127.0.0.1:1'" in done.stderr
 
 
 def test_without_ray_nothing_imports_it(tmp_path):
