@@ -1,20 +1,27 @@
 """Side-by-side evaluation of agents on the real environment.
 
-Agents: "controller" (a trained run's controller acting on the real graph),
-"backtracking" (TASO's search), "greedy", "random" (best of `random_episodes` random
-episodes). Per graph and agent: final estimated cost and speedup, optimisation wall
-time, steps, real-environment steps spent in training, and — where the CUDA backend is
-present — measured runtimes. Every optimised graph is exported to ONNX and checked
-against the original with onnxruntime before it is reported; a mismatch is an error.
+Agents: "controller" (a trained run's controller acting on the real graph, see
+controller.agent), "model_free" (the run's model-free GNN agent trained with PPO on the
+real environment, controller.model_free), "backtracking" (TASO's search), "greedy",
+"random" (best of `random_episodes` random episodes). Per graph and agent: its split
+(train / held-out: no training graph of its family, controller.families), final
+estimated cost and speedup, optimisation wall time (model loading excluded, reported as
+model_load_s), steps, the step at which the best graph was reached, real-environment
+steps spent in training, and — with `measure="cuda"` where the CUDA backend is present —
+measured runtimes. Every optimised graph is exported to ONNX and checked against the
+original with onnxruntime before it is reported; a mismatch is an error.
 
-Outputs (in `out_dir`): results.md, results.json, results.csv, runtime.png,
-optimisation_time.png, TensorBoard summaries under tb/, and every graph as ONNX under
-graphs/ (<graph>__original.onnx, <graph>__<agent>.onnx) for measuring elsewhere.
+Each (graph, agent) row is also saved under rows/ as it is computed; rerunning a killed
+evaluation with the same out_dir keeps them and computes only the rest.
+
+Outputs (in `out_dir`, see controller.eval_report): results.md, results.json,
+results.csv, learning_curves.json, runtime.png, speedup.png, optimisation_time.png,
+quality_vs_real_steps.png, TensorBoard summaries under tb/, and every graph as ONNX
+under graphs/ (<graph>__original.onnx, <graph>__<agent>.onnx) for measuring elsewhere.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,12 +30,16 @@ from pathlib import Path
 import numpy as np
 
 import taso_env as te
+from controller.eval_report import markdown, write_outputs
+from controller.families import split as family_split
 from taso_env.env.episode import run_episode
 from taso_env.env.policies import RandomPolicy
 from taso_env.env.rewrite_env import GraphRewriteEnv, load_graph
 from taso_env.onnx.check import check_equivalent, random_feeds
 
-AGENTS = ("controller", "backtracking", "greedy", "random")
+AGENTS = ("controller", "model_free", "backtracking", "greedy", "random")
+LEARNED = ("controller", "model_free")
+DEFAULT_AGENTS = ("controller", "backtracking", "greedy", "random")  # model_free when trained: name it
 
 
 class OptimisedGraphMismatch(AssertionError):
@@ -41,25 +52,26 @@ class EvalConfig:
 
     Attributes:
         graphs: built-in networks, ONNX files or shipped model names.
-        agents: agents to compare (controller needs a trained run).
+        agents: agents to compare (controller needs a trained run, model_free a run
+            where `rlflow train-model-free` ran).
         budget: backtracking's expansion budget.
         alpha: backtracking's relaxation.
-        horizon: step limit of the controller's and random agent's episodes.
+        horizon: step limit of the learned agents' and random agent's episodes.
         random_episodes: episodes of the random agent (its best is reported).
         seed: random agent and random weights of the onnxruntime check.
         cost_model: the cost model every agent is scored on.
-        measure: also measure runtimes with the CUDA backend, where present.
+        measure: "cuda" also measures runtimes end to end with the CUDA backend ("" = no).
     """
 
     graphs: tuple[str, ...]
-    agents: tuple[str, ...] = AGENTS
+    agents: tuple[str, ...] = DEFAULT_AGENTS
     budget: int = 1000
     alpha: float = 1.05
     horizon: int = 100
     random_episodes: int = 3
     seed: int = 0
     cost_model: str = "analytic:h100"
-    measure: bool = False
+    measure: str = ""
 
     def __post_init__(self):
         unknown = set(self.agents) - set(AGENTS)
@@ -67,6 +79,8 @@ class EvalConfig:
             raise ValueError(f"unknown agents {sorted(unknown)}; choose from {AGENTS}")
         if not self.graphs:
             raise ValueError("no graphs to evaluate")
+        if self.measure not in ("", "cuda"):
+            raise ValueError(f"measure must be 'cuda' or empty, got {self.measure!r}")
 
 
 @dataclass
@@ -80,22 +94,28 @@ class Row:
     steps: int
     training_env_steps: int | None
     onnxruntime_max_abs_diff: float
+    split: str = "train"
+    best_step: int | None = None
+    model_load_s: float | None = None
     measured_original_ms: float | None = None
     measured_optimised_ms: float | None = None
+    measured_speedup: float | None = None
     extra: dict = field(default_factory=dict)
 
 
-def _controller_agent(run_dir: Path, env):
-    from controller.agent import ControllerAgent
-    from controller.training import load_controller
-    from worldmodel.checkpoints import load_mdnrnn, load_vae
+def _learned_agent(agent: str, run_dir: Path, env):
+    if agent == "controller":
+        from controller.training import load_agent
 
-    controller, head, _ = load_controller(run_dir)
-    return ControllerAgent(load_vae(run_dir), load_mdnrnn(run_dir), controller, head, env)
+        return load_agent(run_dir, env)
+    from controller.model_free import load_model_free_agent
+
+    return load_model_free_agent(run_dir, env)
 
 
 def training_env_steps(run_dir: Path | None) -> int | None:
-    """Real-environment steps recorded in the run's rollouts (all that training used)."""
+    """Real-environment steps recorded in the run's rollouts (all that V, M and the
+    controller were trained on, iterative rounds included)."""
     if run_dir is None or not (run_dir / "rollouts.h5").exists():
         return None
     from taso_env.env.rollouts import RolloutReader
@@ -103,9 +123,25 @@ def training_env_steps(run_dir: Path | None) -> int | None:
     return RolloutReader(run_dir / "rollouts.h5").total_steps()
 
 
-def _episode_graph(env, agent, seed: int):
+def model_free_env_steps(run_dir: Path | None) -> int | None:
+    """Real-environment steps the run's model-free agent trained on."""
+    path = run_dir / "model_free" / "metrics.json" if run_dir else None
+    if path is None or not path.exists():
+        return None
+    return int(json.loads(path.read_text())["real_env_steps"])
+
+
+def training_graphs(run_dir: Path | None) -> list[str]:
+    if run_dir is None or not (run_dir / "rollouts.h5").exists():
+        return []
+    from taso_env.env.rollouts import RolloutReader
+
+    return list(json.loads(RolloutReader(run_dir / "rollouts.h5").meta.env_config)["graphs"])
+
+
+def episode_graph(env, agent, seed: int):
     """Plays one episode; returns the cheapest graph it visited (an agent that rewrites
-    past its best point keeps the best) and the steps taken."""
+    past its best point keeps the best), the steps taken and the step that reached it."""
     base = env.unwrapped
     visited = []
 
@@ -115,7 +151,25 @@ def _episode_graph(env, agent, seed: int):
 
     ep = run_episode(env, recording, seed, record=False, options={"graph": base.graph_names[0]})
     visited.append(base.graph)
-    return min(visited, key=lambda g: g.cost()), ep.metrics["steps"]
+    best_step = int(np.argmin([g.cost() for g in visited]))
+    return visited[best_step], ep.metrics["steps"], best_step
+
+
+def _curves(run_dir: Path | None, rows: list[Row], agents) -> dict[str, list[dict]]:
+    """Quality (mean speedup on the training graphs) against real env steps used in
+    training: earlier points from each learned agent's curve.json, the last from `rows`."""
+    curves: dict[str, list[dict]] = {}
+    for agent in (a for a in LEARNED if a in agents):
+        folder = "controller" if agent == "controller" else "model_free"
+        path = run_dir / folder / "curve.json" if run_dir else None
+        points = json.loads(path.read_text()) if path and path.exists() else []
+        mine = [r for r in rows if r.agent == agent and r.split == "train"]
+        if mine and mine[0].training_env_steps is not None:
+            final = {"real_env_steps": mine[0].training_env_steps,
+                     "mean_speedup": float(np.mean([r.speedup for r in mine])), "source": "evaluation"}
+            points = [p for p in points if p["real_env_steps"] < final["real_env_steps"]] + [final]
+        curves[agent] = points
+    return curves
 
 
 def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path) -> list[Row]:
@@ -124,10 +178,15 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     run_dir = Path(run_dir) if run_dir else None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if "controller" in config.agents and run_dir is None:
-        raise ValueError("the controller agent needs --run (a trained run folder)")
-    train_steps = training_env_steps(run_dir)
-    backend = _cuda_backend() if config.measure else None
+    for agent in LEARNED:
+        if agent in config.agents and run_dir is None:
+            raise ValueError(f"the {agent} agent needs --run (a trained run folder)")
+    used_steps = {"controller": training_env_steps(run_dir), "model_free": model_free_env_steps(run_dir)}
+    splits = family_split(config.graphs, training_graphs(run_dir))
+    backend = _cuda_backend() if config.measure == "cuda" else None
+    if config.measure == "cuda" and backend is None:
+        raise RuntimeError("--measure cuda: the CUDA backend is not available on this machine")
+    key = _resume_key(config, run_dir)
     rows: list[Row] = []
     for spec in config.graphs:
         graph = load_graph(spec)
@@ -137,37 +196,62 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         feeds = random_feeds(graph, config.seed)
         measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
-            steps, used = 0, None
+            done = out_dir / "rows" / f"{graph.name}__{agent}.json"
+            if done.exists():  # a killed evaluation resumes: rows of the same settings and models are kept
+                saved = json.loads(done.read_text())
+                if saved.pop("resume_key", None) == key:
+                    rows.append(Row(**saved))
+                    continue
+            steps, best_step, used, load_s = 0, None, None, None
             env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model)
-            policy = _controller_agent(run_dir, env) if agent == "controller" else RandomPolicy()
+            if agent in LEARNED:
+                t0 = time.perf_counter()
+                policy = _learned_agent(agent, run_dir, env)
+                load_s = time.perf_counter() - t0
+            else:
+                policy = RandomPolicy()
             start = time.perf_counter()  # models are loaded: time the optimisation only
             if agent in ("backtracking", "greedy"):
                 result = te.search(graph, agent, alpha=config.alpha, budget=config.budget)
                 best, steps = result.graph, len(result.applied)
+                best_step = steps
+            elif agent in LEARNED:
+                best, steps, best_step = episode_graph(env, policy, config.seed)
+                used = used_steps[agent]
             else:
-                if agent == "controller":
-                    best, steps = _episode_graph(env, policy, config.seed)
-                    used = train_steps
-                else:
-                    best, best_cost = graph, graph.cost()
-                    for k in range(config.random_episodes):
-                        g, s = _episode_graph(env, policy, config.seed + k)
-                        steps += s
-                        if g.cost() < best_cost:
-                            best, best_cost = g, g.cost()
+                best, best_cost = graph, graph.cost()
+                for k in range(config.random_episodes):
+                    g, s, _ = episode_graph(env, policy, config.seed + k)
+                    steps += s
+                    if g.cost() < best_cost:
+                        best, best_cost = g, g.cost()
             seconds = time.perf_counter() - start
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {graph.name}: {report}")
             best.export_onnx(out_dir / "graphs" / f"{graph.name}__{agent}.onnx")
-            rows.append(Row(graph=graph.name, agent=agent, initial_cost_ms=graph.cost(),
+            measured = backend.measure(best) if backend else None
+            rows.append(Row(graph=graph.name, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(),
                             final_cost_ms=best.cost(), speedup=graph.cost() / best.cost(),
-                            optimisation_s=seconds, steps=steps, training_env_steps=used,
+                            optimisation_s=seconds, model_load_s=load_s, steps=steps, best_step=best_step,
+                            training_env_steps=used,
                             onnxruntime_max_abs_diff=max(report.max_abs_diff.values()),
-                            measured_original_ms=measured_original,
-                            measured_optimised_ms=backend.measure(best) if backend else None))
-    write_outputs(rows, out_dir)
+                            measured_original_ms=measured_original, measured_optimised_ms=measured,
+                            measured_speedup=measured_original / measured if measured else None))
+            done.parent.mkdir(exist_ok=True)
+            done.write_text(json.dumps({**asdict(rows[-1]), "resume_key": key}))
+    write_outputs(rows, out_dir, AGENTS, _curves(run_dir, rows, config.agents))
     return rows
+
+
+def _resume_key(config: EvalConfig, run_dir: Path | None) -> str:
+    """What a saved row depends on: the settings and the learned agents' checkpoints."""
+    checkpoints = {}
+    if run_dir is not None:
+        for folder in ("controller", "model_free"):
+            index = run_dir / folder / "checkpoint"
+            checkpoints[folder] = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
+    return json.dumps({"config": asdict(config), "checkpoints": checkpoints}, sort_keys=True, default=str)
 
 
 class _Measurer:
@@ -188,75 +272,4 @@ def _cuda_backend():
     return _Measurer(cuda_backend) if cuda_backend.available() else None
 
 
-COLUMNS = ("graph", "agent", "initial_cost_ms", "final_cost_ms", "speedup", "optimisation_s", "steps",
-           "training_env_steps", "measured_original_ms", "measured_optimised_ms")
-
-
-def markdown(rows: list[Row]) -> str:
-    def fmt(v):
-        if v is None:
-            return "–"
-        return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(fmt(getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def write_outputs(rows: list[Row], out_dir: Path) -> None:
-    (out_dir / "results.md").write_text(markdown(rows) + "\n")
-    (out_dir / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    with open(out_dir / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(asdict(r))
-    _plots(rows, out_dir)
-    _tensorboard(rows, out_dir / "tb")
-
-
-def _plots(rows: list[Row], out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    graphs = sorted({r.graph for r in rows})
-    agents = [a for a in AGENTS if any(r.agent == a for r in rows)]
-    width = 0.8 / max(len(agents), 1)
-    x = np.arange(len(graphs))
-    for metric, fname, ylabel, log in (("final_cost_ms", "runtime.png", "estimated runtime (ms)", False),
-                                       ("optimisation_s", "optimisation_time.png", "optimisation time (s)", True)):
-        fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(graphs)), 4))
-        for k, agent in enumerate(agents):
-            vals = [next((getattr(r, metric) for r in rows if r.graph == g and r.agent == agent), np.nan)
-                    for g in graphs]
-            ax.bar(x + k * width, vals, width, label=agent)
-        if metric == "final_cost_ms":
-            base = [next(r.initial_cost_ms for r in rows if r.graph == g) for g in graphs]
-            ax.scatter(x + 0.4 - width / 2, base, marker="_", s=400, color="black", label="original")
-        ax.set_xticks(x + 0.4 - width / 2, graphs, rotation=20)
-        ax.set_ylabel(ylabel)
-        if log:
-            ax.set_yscale("log")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / fname, dpi=110)
-        plt.close(fig)
-
-
-def _tensorboard(rows: list[Row], tb_dir: Path) -> None:
-    try:
-        import tensorflow as tf
-    except ImportError:  # evaluation also runs where TensorFlow is absent (the GPU machine)
-        return
-    writer = tf.summary.create_file_writer(str(tb_dir))
-    with writer.as_default():
-        for r in rows:
-            tf.summary.scalar(f"eval/speedup/{r.graph}/{r.agent}", r.speedup, step=0)
-            tf.summary.scalar(f"eval/optimisation_s/{r.graph}/{r.agent}", r.optimisation_s, step=0)
-        tf.summary.text("eval/results", markdown(rows), step=0)
-        for name in ("runtime.png", "optimisation_time.png"):
-            png = (tb_dir.parent / name).read_bytes()
-            tf.summary.image(f"eval/{name[:-4]}", tf.image.decode_png(png)[None], step=0)
-    writer.flush()
+__all__ = ["AGENTS", "EvalConfig", "Row", "evaluate", "markdown"]

@@ -1,7 +1,10 @@
 """Iterative training (the World Models loop): after the first controller, each round
 collects new real episodes with the current controller, retrains V and M on all
 rollouts (resuming, with as many more steps as before), then trains the controller
-further in the new dream.
+further in the new dream. After every round the controller is played once on each
+training graph (real env; these evaluation steps are not training data) and the point
+(real env steps in the rollouts so far, mean speedup) is appended to
+runs/<name>/controller/curve.json: the controller's learning curve.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ import dataclasses
 import json
 from pathlib import Path
 
-from controller.agent import ControllerAgent
-from controller.training import ControllerTrainConfig, load_controller, train_controller
+from controller.training import ControllerTrainConfig, load_agent, train_controller
 from taso_env.env.episode import run_episode
-from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv
+from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv, load_graph
 from taso_env.env.rollouts import RolloutReader, RolloutWriter, pack_episode
-from worldmodel.checkpoints import load_mdnrnn, load_stage_config, load_vae
+from taso_env.run_folder import write_json
+from worldmodel.checkpoints import load_stage_config
 
 
 def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
@@ -25,8 +28,7 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
     meta = RolloutReader(path).meta
     saved = json.loads(meta.env_config)
     env = GraphRewriteEnv(config=EnvConfig(**{**saved, "graphs": tuple(saved["graphs"])}))
-    controller, head, _ = load_controller(run_dir)
-    agent = ControllerAgent(load_vae(str(run_dir)), load_mdnrnn(str(run_dir)), controller, head, env, greedy=False)
+    agent = load_agent(run_dir, env, explore=True)
     steps = 0
     with RolloutWriter(path, meta) as writer:
         first = max(writer.episode_ids, default=-1) + 1
@@ -38,6 +40,24 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
                                                   policy="controller"))
             steps += ep.metrics["steps"]
     return steps
+
+
+def controller_quality(run_dir: Path, horizon: int = 200, seed: int = 0) -> dict:
+    """{real_env_steps: steps in the rollouts, mean_speedup: of the controller (best graph
+    of one episode) over the rollouts' graphs}, played on the real env."""
+    import taso_env as te
+    from controller.evaluation import episode_graph
+
+    reader = RolloutReader(run_dir / "rollouts.h5")
+    saved = json.loads(reader.meta.env_config)
+    te.set_cost_model(saved["cost_model"])  # episode_graph compares costs under the active model
+    speedups = {}
+    for graph in saved["graphs"]:
+        env = GraphRewriteEnv(graph, horizon=horizon, cost_model=saved["cost_model"])
+        best, _, _ = episode_graph(env, load_agent(run_dir, env), seed)
+        speedups[env.graph_names[0]] = load_graph(graph).cost() / best.cost()
+    return {"real_env_steps": reader.total_steps(), "mean_speedup": float(sum(speedups.values()) / len(speedups)),
+            "speedups": speedups}
 
 
 def _retrain(run_dir: Path, command: str, stage: str) -> None:
@@ -57,10 +77,14 @@ def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int,
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     run_dir = Path(run_dir)
     rounds = [train_controller(run_dir, config, restart=restart)]
+    curve = [controller_quality(run_dir)]
+    write_json(run_dir / "controller" / "curve.json", curve)
     for k in range(1, iterations):
         real_steps = collect_with_controller(run_dir, episodes_per_iteration, seed=config.seed + 100_000 * k)
         _retrain(run_dir, "train-vae", "vae")
         _retrain(run_dir, "train-mdnrnn", "mdnrnn")
         result = train_controller(run_dir, dataclasses.replace(config, updates=config.updates * (k + 1)))
         rounds.append({**result, "collected_real_steps": real_steps})
+        curve.append(controller_quality(run_dir))
+        write_json(run_dir / "controller" / "curve.json", curve)
     return {"rounds": rounds}

@@ -4,7 +4,7 @@ TensorBoard. Runs on V and M only: the real environment is never stepped (checke
     train_controller(run_dir, ControllerTrainConfig()) -> metrics dict
 
 Artefacts under runs/<name>/: controller/ (tf.train.Checkpoint + CheckpointManager,
-config.json, location_head.json, start_latents.npy, metrics.json) and tb/controller.
+config.json, start_latents.npy, metrics.json) and tb/controller.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from controller.location_head import LocationHead
 from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, PPOTrainer
-from taso_env.env.rewrite_env import GraphRewriteEnv
+from taso_env.engine import real_work
 from taso_env.env.rollouts import RolloutReader, batch_graphs
 from taso_env.run_folder import RunFolder, write_json
 from worldmodel.checkpoints import CheckpointNotFoundError, load_mdnrnn, load_vae
@@ -65,8 +64,8 @@ def start_latents(vae, rollouts_path: str | Path) -> tuple[np.ndarray, list[str]
     return np.stack([mu.numpy(), log_sigma.numpy()], axis=1), names
 
 
-def load_controller(run_dir: str | Path) -> tuple[Controller, LocationHead, ControllerTrainConfig]:
-    """The trained controller of a run (latest checkpoint), its location head and config."""
+def load_controller(run_dir: str | Path) -> tuple[Controller, ControllerTrainConfig]:
+    """The trained controller of a run (latest checkpoint) and its training config."""
     run = RunFolder(run_dir)
     folder = run.stage_dir(CONTROLLER_DIR)
     saved = run.stage_config(CONTROLLER_DIR)
@@ -79,7 +78,21 @@ def load_controller(run_dir: str | Path) -> tuple[Controller, LocationHead, Cont
         raise CheckpointNotFoundError(f"no controller checkpoint in {folder}")
     ckpt.restore(latest).expect_partial()
     controller(tf.zeros([1, controller.config.obs_dim]), tf.ones([1, controller.config.n_actions], tf.bool))
-    return controller, LocationHead.load(folder / "location_head.json"), ControllerTrainConfig.from_dict(saved["train"])
+    return controller, ControllerTrainConfig.from_dict(saved["train"])
+
+
+def load_agent(run_dir: str | Path, env, explore: bool = False):
+    """The run's controller as an agent on the real env `env` (controller.agent), with
+    the step cost and discount it was trained with in the dream."""
+    from controller.agent import ControllerAgent, LookaheadConfig
+
+    controller, config = load_controller(run_dir)
+    lookahead = LookaheadConfig(gamma=config.ppo.gamma, step_cost=config.dream.step_cost,
+                                detour_cost=config.dream.detour_cost)
+    agent = ControllerAgent(load_vae(run_dir), load_mdnrnn(run_dir), controller, env, lookahead=lookahead,
+                            explore=explore)
+    agent.warm_up()
+    return agent
 
 
 def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart: bool = False) -> dict:
@@ -94,7 +107,6 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     saved = RunFolder(run_dir).prepare_stage(CONTROLLER_DIR, {"controller": ccfg, "train": config}, restart=restart,
                                      resumable=("train.updates",))
     np.save(folder / "start_latents.npy", latents)
-    LocationHead().save(folder / "location_head.json")
 
     controller = Controller(ccfg)
     trainer = PPOTrainer(controller, config.ppo)
@@ -110,12 +122,33 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
             f"| {k} | {v} |" for k, v in _flatten(saved).items())
         tf.summary.text("hparams", table, step=0)
 
-    real_steps_before = GraphRewriteEnv.total_steps
+    # Pure dream: any real work in here (engine candidates/apply, env construction,
+    # reset or step) raises RealWorkForbiddenError; the ledger's counts are reported.
+    before = real_work.counts()
+    start = time.perf_counter()
+    with real_work.forbidden("controller training in the dream"):
+        history = _train_in_dream(vae, mdnrnn, latents, controller, trainer, config, step, manager, writer)
+    real = real_work.since(before)
+    last = history[-5:] if history else []
+    result = {
+        "updates": int(step.numpy()), "seconds": time.perf_counter() - start,
+        "graphs": graph_names, "real_env_steps_during_training": real["env_step"],
+        "real_work_units_during_training": sum(real.values()),
+        "real_work_during_training": real,
+        "dream_episode_return": float(np.nanmean([m["dream/episode_return"] for m in last])) if last else None,
+        "dream_invalid_rate": float(np.mean([m["dream/invalid_rate"] for m in last])) if last else None,
+        "policy_traces": trainer.traces,
+    }
+    write_json(folder / "metrics.json", result)
+    return result
+
+
+def _train_in_dream(vae, mdnrnn, latents, controller, trainer, config, step, manager, writer) -> list[dict]:
+    """The PPO loop on the dream (V and M only); returns the per-update metrics."""
     dream = Dream(vae, mdnrnn, latents, config.dream, batch_size=config.ppo.num_dreams,
                   seed=config.seed + int(step.numpy()))
     obs = dream.reset()
     rng = np.random.default_rng([config.seed, int(step.numpy())])
-    start = time.perf_counter()
     history = []
     bar = tqdm(range(int(step.numpy()), config.updates), desc="controller (dream PPO)",
                disable=not sys.stderr.isatty())
@@ -134,18 +167,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
         if (update + 1) % config.checkpoint_every == 0 or update + 1 == config.updates:
             manager.save(checkpoint_number=update + 1)
     writer.flush()
-    if GraphRewriteEnv.total_steps != real_steps_before:
-        raise RuntimeError("the dream stepped a real environment")  # never expected
-    last = history[-5:] if history else []
-    result = {
-        "updates": int(step.numpy()), "seconds": time.perf_counter() - start,
-        "graphs": graph_names, "real_env_steps_during_training": GraphRewriteEnv.total_steps - real_steps_before,
-        "dream_episode_return": float(np.nanmean([m["dream/episode_return"] for m in last])) if last else None,
-        "dream_invalid_rate": float(np.mean([m["dream/invalid_rate"] for m in last])) if last else None,
-        "policy_traces": trainer.traces,
-    }
-    write_json(folder / "metrics.json", result)
-    return result
+    return history
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -159,4 +181,4 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-__all__ = ["ControllerTrainConfig", "load_controller", "start_latents", "train_controller"]
+__all__ = ["ControllerTrainConfig", "load_agent", "load_controller", "start_latents", "train_controller"]

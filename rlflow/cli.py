@@ -35,10 +35,13 @@ COMMANDS: dict[str, str] = {
     "train-vae": "train_vae",
     "train-mdnrnn": "train_mdnrnn",
     "train-controller": "train_controller",
+    "train-model-free": "train_model_free",
     "evaluate": "evaluate",
     "pipeline": "pipeline",
     "measure": "measure",
     "measure-costs": "measure_costs",
+    "tune": "tune",
+    "rules": "rules",
 }
 
 

@@ -1,10 +1,12 @@
-"""Controller parts that need no trained world model: masking, GAE, location head."""
+"""Controller parts that need no trained world model: masking, GAE, the lookahead
+scoring of the real agent, the model-free agent, family splits."""
+
+import json
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from controller.location_head import LocationHead, candidate_features
 from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, advantages
 
@@ -47,18 +49,76 @@ def test_gae_matches_a_hand_computation():
     np.testing.assert_allclose(ret, adv + values)
 
 
-def test_location_head_prefers_the_lowest_cost_delta_and_can_be_refit(tmp_path):
-    head = LocationHead()
-    assert head.choose(np.array([0.3, -0.2, 0.1, -0.1]), initial_cost=1.0) == 1
-    feats = candidate_features(np.array([0.3, -0.2, 0.1]), 2.0)
-    np.testing.assert_allclose(feats[:, 0], [15.0, -10.0, 5.0])
-    np.testing.assert_allclose(feats[:, 1], [1.0, 0.0, 0.5])
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(200, 3))
-    y = x @ np.array([2.0, -1.0, 0.5]) + 0.3
-    head.fit(x, y)
-    np.testing.assert_allclose(head.weights, [2.0, -1.0, 0.5], atol=1e-9)
-    head.save(tmp_path / "h.json")
-    assert LocationHead.load(tmp_path / "h.json") == head
-    with pytest.raises(ValueError, match="no candidate"):
-        head.choose(np.array([]), 1.0)
+def _untrained_agent(env, value: float, step_cost: float):
+    """A ControllerAgent on untrained V and M whose controller values every state at `value`."""
+    from controller.agent import ControllerAgent, LookaheadConfig
+    from worldmodel.checkpoints import build_mdnrnn, build_vae
+    from worldmodel.graph_vae import GraphVAE, GraphVAEConfig
+    from worldmodel.mdnrnn import MDNRNN, MDNRNNConfig
+
+    vae = GraphVAE(GraphVAEConfig(n_rules=env.n_rules, latent_dim=4, hidden=8, message_passing_steps=1))
+    mdn = MDNRNN(MDNRNNConfig(n_rules=env.n_rules, latent_dim=4, hidden=8, mixtures=2))
+    build_vae(vae)
+    build_mdnrnn(mdn)
+    c = Controller(ControllerConfig(obs_dim=12, n_actions=env.n_rules + 1, hidden=(8,)))
+    c(tf.zeros([1, 12]), tf.ones([1, env.n_rules + 1], tf.bool))
+    for v in c.variables:
+        if "value" in v.name:
+            v.assign(tf.zeros_like(v) if "w" in v.name else tf.fill(v.shape, value))
+    return ControllerAgent(vae, mdn, c, env, lookahead=LookaheadConfig(gamma=1.0, step_cost=step_cost, expand=0))
+
+
+def test_lookahead_with_no_learned_value_is_greedy_and_stops_at_a_local_optimum():
+    """score = real immediate reward - step cost + learned future value: with the value at
+    0 the agent takes the best immediate reward and stops when nothing improves."""
+    from taso_env.env.episode import run_episode
+    from taso_env.env.policies import GreedyPolicy
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("nasrnn", horizon=60)
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    mine = run_episode(env, agent, 0, record=False)
+    greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
+    assert mine.metrics["final_cost"] == pytest.approx(greedy.metrics["final_cost"], rel=1e-9)
+    assert mine.metrics["steps"] == greedy.metrics["steps"]
+    assert mine.terminations[-1] and not mine.truncations[-1]  # by its stop or with no candidate left
+    assert all(score > 0 for _, xfer, _, score in agent.trace if xfer != env.n_rules)
+    # A successor the model values far above the others is worth a step that loses runtime now.
+    obs, info = env.reset(seed=0, options={"graph": "nasrnn"})
+    hopeful = _untrained_agent(env, value=0.0, step_cost=0.0)
+    xfers = np.flatnonzero(info["xfer_mask"][:-1])
+    best_delta = {int(x): min(c.cost_delta for c in env.candidates(int(x))) for x in xfers}
+    worst, greedy_rule = max(best_delta, key=best_delta.get), min(best_delta, key=best_delta.get)
+    assert best_delta[worst] > best_delta[greedy_rule]
+    hopeful.future_values = lambda mu, rules: np.where(rules == worst, 1000.0, 0.0)
+    assert hopeful(obs, info, np.random.default_rng(0))[0] == worst
+
+
+def test_model_free_agent_trains_on_the_real_env_and_counts_its_steps(tmp_path):
+    from controller.model_free import ModelFreeConfig, load_model_free_agent
+    from controller.model_free_training import train_model_free
+    from taso_env.engine import real_work
+    from taso_env.env.episode import run_episode
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    config = ModelFreeConfig(graphs=("nasrnn",), real_steps=8, steps_per_update=4, horizon=4, hidden=8,
+                             message_passing_steps=1, epochs=1, eval_every=1)
+    before = real_work.counts()
+    result = train_model_free(tmp_path, config)
+    assert result["real_env_steps"] == 8
+    assert real_work.since(before)["env_step"] == result["real_env_steps"] + result["eval_env_steps"]
+    curve = json.loads((tmp_path / "model_free" / "curve.json").read_text())
+    assert [p["real_env_steps"] for p in curve] == [0, 4, 8] and all(p["mean_speedup"] >= 1 for p in curve)
+    env = GraphRewriteEnv("nasrnn", horizon=4)
+    ep = run_episode(env, load_model_free_agent(tmp_path, env), 0, record=False)
+    assert not any(info for info in ep.infos) and ep.metrics["steps"] >= 1
+    assert train_model_free(tmp_path, config)["updates"] == 2  # resumed: nothing more to do
+
+
+def test_families_split_held_out_graphs_by_model_family():
+    from controller.families import family, split
+
+    assert family("resnet50") == family("data/models/resnet18.onnx") == family("resnext50") == "resnet"
+    assert family("squeezenet1_1") == family("squeezenet") and family("vit_b_16") == family("vit_base")
+    assert split(["resnet18", "bert_base", "nasrnn"], ["resnet50", "nasrnn"]) == {
+        "resnet18": "train", "bert_base": "held-out", "nasrnn": "train"}

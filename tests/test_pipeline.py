@@ -48,14 +48,14 @@ def test_dream_env_never_touches_the_real_env(smoke_run):
     import tensorflow as tf  # noqa: F401
     from gymnasium.utils.env_checker import check_env
 
-    from taso_env.env.rewrite_env import GraphRewriteEnv
+    from taso_env.engine import real_work
     from worldmodel.checkpoints import load_mdnrnn, load_vae
     from worldmodel.dream_env import Dream, DreamConfig, DreamEnv
 
     run, _ = smoke_run
     vae, mdnrnn = load_vae(str(run)), load_mdnrnn(str(run))
     latents = np.load(run / "controller" / "start_latents.npy")
-    before = GraphRewriteEnv.total_steps
+    before = real_work.counts()
     env = DreamEnv(vae, mdnrnn, latents, DreamConfig(horizon=5), seed=0)
     check_env(env, skip_render_check=True)
     obs, info = env.reset(seed=1)
@@ -67,4 +67,37 @@ def test_dream_env_never_touches_the_real_env(smoke_run):
         actions = [rng.choice(np.flatnonzero(m)) for m in dream.mask]
         _, reward, terminated, truncated, mask, invalid = dream.step(np.array(actions))
         assert reward.shape == (6,) and mask[:, -1].all() and not invalid.any()
-    assert GraphRewriteEnv.total_steps == before
+    assert real_work.since(before) == dict.fromkeys(real_work.KINDS, 0)
+
+
+def test_a_dream_that_touches_the_real_env_fails_the_purity_check(smoke_run, tmp_path, monkeypatch):
+    """The check can fail: a dream step that asks the real engine for candidates makes
+    controller training raise, and so does one that steps a real environment."""
+    import shutil
+
+    import taso_env as te
+    from controller.ppo import PPOConfig
+    from controller.training import ControllerTrainConfig, train_controller
+    from taso_env.engine.real_work import RealWorkForbiddenError
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+    from worldmodel import dream_env
+
+    run, _ = smoke_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    graph = te.graphs.build("nasrnn")
+    env = GraphRewriteEnv("nasrnn", horizon=3)
+    env.reset(seed=0)
+    real_step = dream_env.Dream.step
+    config = ControllerTrainConfig(updates=1, ppo=PPOConfig(num_dreams=4, rollout_steps=2, minibatches=1, epochs=1))
+    for touch in (lambda: graph.candidates(), lambda: env.step(np.array([env.n_rules, 0])),
+                  lambda: GraphRewriteEnv("nasrnn")):
+        def impure(self, actions, touch=touch):
+            touch()
+            return real_step(self, actions)
+
+        monkeypatch.setattr(dream_env.Dream, "step", impure)
+        with pytest.raises(RealWorkForbiddenError, match="dream"):
+            train_controller(copy, config, restart=True)
+    monkeypatch.setattr(dream_env.Dream, "step", real_step)
+    assert train_controller(copy, config, restart=True)["real_work_units_during_training"] == 0

@@ -1,6 +1,6 @@
 """The dream: the substitution environment as the world model imagines it, from V and M
-only. No real environment is touched (`REAL_ENV_STEPS` before and after a dream run
-prove it; see GraphRewriteEnv.total_steps).
+only. No real environment is touched: controller training runs the dream inside
+`taso_env.engine.real_work.forbidden`, where any engine call or real env step raises.
 
     Dream         batched core (B parallel dreams, TF), what controller training uses
     DreamEnv      a gymnasium.Env over one dream, same observation layout
@@ -10,7 +10,8 @@ state; the controller sees obs = [z_t, h_t] (h = the LSTM hidden state, [H]).
 Step t with xfer a_t:
     a_t == stop           -> done, reward 0
     a_t masked out        -> reward `invalid_penalty`, state unchanged
-    otherwise             -> M.step(z_t, a_t, state) gives the reward, the done
+    otherwise             -> M.step(z_t, a_t, state) gives the reward (less
+                             `step_cost`), the done
                              probability, the next xfer mask and the mixture over
                              z_{t+1}; z_{t+1} is sampled.
 The first xfer mask comes from V's decoder on z_0; later ones from M.
@@ -41,6 +42,11 @@ class DreamConfig:
         done_threshold: a step ends the episode when M's done probability exceeds it.
         mask_threshold: an xfer is valid when M's (or V's) mask probability exceeds it.
         invalid_penalty: reward of a masked-out xfer.
+        step_cost: subtracted from the reward of every rewrite (not of stop), so a
+            controller learns that a step must pay for itself and stops near its best
+            graph; the real agent charges the same (controller.agent).
+        detour_cost: charged in addition for a rewrite M predicts does not reduce the
+            runtime (predicted reward <= 0), as the real agent does.
     """
 
     horizon: int = 50
@@ -48,8 +54,12 @@ class DreamConfig:
     done_threshold: float = 0.5
     mask_threshold: float = 0.5
     invalid_penalty: float = -1.0
+    step_cost: float = 0.02
+    detour_cost: float = 0.25
 
     def __post_init__(self):
+        if self.step_cost < 0 or self.detour_cost < 0:
+            raise ValueError(f"step_cost and detour_cost must be >= 0, got {self.step_cost}, {self.detour_cost}")
         if self.horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {self.horizon}")
         if self.tau <= 0:
@@ -119,7 +129,9 @@ class Dream:
         stop = actions == self.stop
         out, new_state = self.mdnrnn.step(self.z, tf.constant(np.where(stop | ~valid, 0, actions), tf.int32),
                                           self.state)
-        reward = np.where(stop, 0.0, out.reward.numpy()).astype(np.float32)
+        predicted = out.reward.numpy()
+        charge = self.config.step_cost + self.config.detour_cost * (predicted <= 0)
+        reward = np.where(stop, 0.0, predicted - charge).astype(np.float32)
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)
         done_prob = tf.sigmoid(out.done_logit).numpy()
         seed = tf.constant(self.seeds.integers(0, 2**31 - 1, 2), tf.int32)

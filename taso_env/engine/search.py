@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 from taso_env import _core
 from taso_env import rules as rules_module
+from taso_env.engine import real_work
 from taso_env.engine.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
 from taso_env.engine.graph import Graph
 
-METHODS = ("greedy", "backtracking", "exhaustive")
+METHODS = ("greedy", "backtracking", "exhaustive", "eqsat")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def _wrap(graph: Graph, core) -> Graph:
 def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
                model: str | CostModel | None = None) -> list[Candidate]:
     """Every valid (rule, location) of `graph`, without materialising any graph."""
+    real_work.record("candidates")
     raw = _rules(rules).core.candidates(graph._core, _core_model(model), -1 if rule_id is None else rule_id)
     return [Candidate(r, loc, d) for r, loc, d in raw]
 
@@ -66,6 +68,7 @@ def apply(graph: Graph, candidate: Candidate, *, rules=None) -> Graph:
     Raises:
         ValueError: the candidate does not apply to this graph (e.g. it came from another).
     """
+    real_work.record("apply")
     return _wrap(graph, _rules(rules).core.apply(graph._core, candidate.rule_id, candidate.location))
 
 
@@ -83,6 +86,7 @@ class SearchResult:
     graphs_built: int = 0
     peak_graphs_stored: int = 0
     rule_fires: Counter = field(default_factory=Counter)
+    details: dict = field(default_factory=dict)  # method-specific figures (eqsat: e-graph size, stop, ...)
 
     @property
     def speedup(self) -> float:
@@ -92,14 +96,16 @@ class SearchResult:
 def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, budget: int = 1000,
            max_steps: int = 10000, max_ops: int = 40, max_states: int = 20000, rules=None,
            model: str | CostModel | None = None, incremental: bool = True,
-           store_ops: int = 150000) -> SearchResult:
+           store_ops: int = 150000, **eqsat_options) -> SearchResult:
     """Optimises `graph` with a search baseline.
 
     Args:
         method: "greedy" (best improving rewrite until none), "backtracking" (TASO's
             cost-ordered search keeping graphs under alpha * best cost, `budget`
             expansions) or "exhaustive" (every reachable graph; refuses graphs with more
-            than `max_ops` computing ops or more than `max_states` reachable graphs).
+            than `max_ops` computing ops or more than `max_states` reachable graphs) or
+            "eqsat" (equality saturation on egglog; `eqsat_options` such as node_limit,
+            time_limit, seed: see taso_env.engine.eqsat.eqsat_search).
         incremental: backtracking scores children from their candidates (exact cost
             delta and child hash, no graph built) and builds a graph only when it is
             expanded; False builds every child (the slow reference it must equal).
@@ -112,6 +118,13 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
     """
     if method not in METHODS:
         raise ValueError(f"unknown search method {method!r}; use one of {METHODS}")
+    real_work.record("search")
+    if method == "eqsat":
+        from taso_env.engine.eqsat import eqsat_search
+
+        return eqsat_search(graph, alpha=alpha, budget=budget, rules=rules, model=model, **eqsat_options)
+    if eqsat_options:
+        raise ValueError(f"options {sorted(eqsat_options)} are for method 'eqsat' only")
     rule_set = _rules(rules)
     start = time.perf_counter()
     core, stats = rule_set.core.search(method, graph._core, _core_model(model), alpha=alpha, budget=budget,

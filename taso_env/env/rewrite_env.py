@@ -32,6 +32,7 @@ from gymnasium import spaces
 
 from taso_env import graphs
 from taso_env import rules as rules_module
+from taso_env.engine import real_work
 from taso_env.engine.cost_model import make_cost_model
 from taso_env.engine.graph import Graph
 from taso_env.engine.search import Candidate
@@ -89,12 +90,10 @@ class GraphRewriteEnv(gymnasium.Env):
     """See the module docstring."""
 
     metadata = {"render_modes": []}
-    # Real-environment steps taken in this process, all instances together: dream
-    # training must leave it unchanged (the proof that the dream is pure).
-    total_steps = 0
 
     def __init__(self, graph: str | Graph | Sequence[str | Graph] | None = None, *,
                  config: EnvConfig | None = None, rules=None, **overrides):
+        real_work.record("env_init")  # counted, and refused inside real_work.forbidden()
         if graph is None:
             graph = list(config.graphs) if config is not None else "squeezenet"
         specs = [graph] if isinstance(graph, (str, Graph)) else list(graph)
@@ -163,6 +162,7 @@ class GraphRewriteEnv(gymnasium.Env):
 
     # -- gymnasium API -----------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        real_work.record("env_reset")
         super().reset(seed=seed)
         options = options or {}
         if "graph" in options:
@@ -184,9 +184,9 @@ class GraphRewriteEnv(gymnasium.Env):
         if action.shape != (2,):
             raise InvalidActionError(f"an action is (xfer, location); got shape {action.shape}")
         xfer, location = int(action[0]), int(action[1])
+        real_work.record("env_step")
         self._step += 1
         self.real_steps += 1
-        GraphRewriteEnv.total_steps += 1
         truncated_reason = None
         if xfer == self.n_rules:
             reward, terminated, invalid = 0.0, True, False

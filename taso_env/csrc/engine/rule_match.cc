@@ -142,6 +142,10 @@ bool check_shapes_and_constraints(const Compiled& rule, const GraphFacts& f, Mat
 
 // Internal tensors of the match must not be read outside it (or be graph outputs).
 bool internal_tensors_private(const Compiled& rule, const GraphFacts& f, const Match& m) {
+  // a free variable bound to a tensor made inside the match would dangle once the match
+  // is replaced (Add(Div(a, c), b) with b the Div itself)
+  for (const TensorRef& v : m.vars)
+    if (v.op >= 0 && std::find(m.ops.begin(), m.ops.end(), v.op) != m.ops.end()) return false;
   for (size_t p = 0; p < rule.source.size(); ++p) {
     int id = m.ops[p];
     for (size_t k = 0; k < f.graph.op(id).outputs.size(); ++k) {
