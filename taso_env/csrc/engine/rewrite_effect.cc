@@ -97,20 +97,21 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     if (s.changed[t.op] == gen) return {s.hash[t.op], t.index, static_cast<bool>(s.constant[t.op])};
     return {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
   };
-  std::vector<int> heap;  // min-heap of op ids: consumers come after producers
-  auto enqueue_consumers = [&](const TensorRef& t) {
-    for (const auto& use : f.consumers[t.op][t.index])
-      if (s.queued[use.first] != gen && !is_removed(use.first)) {
-        s.queued[use.first] = gen;
-        heap.push_back(use.first);
-        std::push_heap(heap.begin(), heap.end(), std::greater<int>());
-      }
+  // Ops to revisit are marked; a forward scan over op ids (a topological order) visits
+  // them after everything they read, and stops once none is pending.
+  int first = static_cast<int>(n), pending = 0;
+  auto mark = [&](int id) {
+    if (s.queued[id] != gen && !is_removed(id)) {
+      s.queued[id] = gen;
+      first = std::min(first, id);
+      ++pending;
+    }
   };
-  for (const auto& rep : replaced) enqueue_consumers(rep.first);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<int>());
-    int id = heap.back();
-    heap.pop_back();
+  for (const auto& rep : replaced)
+    for (const auto& use : f.consumers[rep.first.op][rep.first.index]) mark(use.first);
+  for (int id = first; pending > 0 && id < static_cast<int>(n); ++id) {
+    if (s.queued[id] != gen) continue;
+    --pending;
     uint64_t v = f.hashes ? f.local_hash[id] : 0;
     bool all_constant = true;
     for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) {
@@ -126,8 +127,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     s.hash[id] = v;
     s.constant[id] = constant;
     if (hash_changed) e.child_hash += graph_hash::op_term(v) - graph_hash::op_term(f.merkle[id]);
-    const Op& op = g.ops()[id];
     if (constant_changed) {
+      const Op& op = g.ops()[id];
       int64_t now = 0;
       if (!constant && !is_source_op(op.type)) {
         std::vector<TensorType> in;
@@ -136,7 +137,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
       }
       e.cost_units += now - f.op_units[id];
     }
-    for (int k = 0; k < static_cast<int>(op.outputs.size()); ++k) enqueue_consumers({id, k});
+    for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) mark(f.out_ops[k]);
   }
 
   // Graph outputs whose tensor was replaced or whose producer's hash changed.

@@ -59,6 +59,9 @@ struct GraphFacts {
   // follows from its inputs: 0 never constant, 1 always, 2 when all inputs are.
   std::vector<int> in_start;
   std::vector<TensorRef> in_refs;
+  // Flat readers of any output of each op (out_ops[out_start[i] .. out_start[i+1]]).
+  std::vector<int> out_start;
+  std::vector<int> out_ops;
   std::vector<uint8_t> constant_rule;
 
   GraphFacts(const Graph& g, const CostModel* model, bool with_hashes = false) : graph(g), hashes(with_hashes) {
@@ -85,6 +88,13 @@ struct GraphFacts {
       constant_rule[i] = is_constant_op(op.type, has, true) ? (is_constant_op(op.type, has, false) ? 1 : 2) : 0;
     }
     in_start.push_back(static_cast<int>(in_refs.size()));
+    out_start.reserve(g.num_ops() + 1);
+    for (int i = 0; i < g.num_ops(); ++i) {
+      out_start.push_back(static_cast<int>(out_ops.size()));
+      for (const auto& uses : consumers[i])
+        for (const auto& use : uses) out_ops.push_back(use.first);
+    }
+    out_start.push_back(static_cast<int>(out_ops.size()));
     if (with_hashes) {
       local_hash.resize(g.num_ops());
       merkle.resize(g.num_ops());
