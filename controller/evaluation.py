@@ -186,7 +186,6 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     backend = _cuda_backend() if config.measure == "cuda" else None
     if config.measure == "cuda" and backend is None:
         raise RuntimeError("--measure cuda: the CUDA backend is not available on this machine")
-    key = _resume_key(config, run_dir)
     rows: list[Row] = []
     for spec in config.graphs:
         graph = load_graph(spec)
@@ -197,6 +196,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
             done = out_dir / "rows" / f"{graph.name}__{agent}.json"
+            key = _resume_key(config, run_dir, agent)
             if done.exists():  # a killed evaluation resumes: rows of the same settings and models are kept
                 saved = json.loads(done.read_text())
                 if saved.pop("resume_key", None) == key:
@@ -244,14 +244,15 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     return rows
 
 
-def _resume_key(config: EvalConfig, run_dir: Path | None) -> str:
-    """What a saved row depends on: the settings and the learned agents' checkpoints."""
-    checkpoints = {}
-    if run_dir is not None:
-        for folder in ("controller", "model_free"):
-            index = run_dir / folder / "checkpoint"
-            checkpoints[folder] = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
-    return json.dumps({"config": asdict(config), "checkpoints": checkpoints}, sort_keys=True, default=str)
+def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str) -> str:
+    """What a saved row depends on: the settings (but not which other agents run) and,
+    for a learned agent, its checkpoint."""
+    checkpoint = None
+    if run_dir is not None and agent in LEARNED:
+        index = run_dir / agent / "checkpoint"
+        checkpoint = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
+    settings = {**asdict(config), "agents": None}
+    return json.dumps({"config": settings, "agent": agent, "checkpoint": checkpoint}, sort_keys=True, default=str)
 
 
 class _Measurer:
