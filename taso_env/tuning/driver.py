@@ -331,7 +331,9 @@ def plot(cfg: TuneConfig, summary: dict, path: str) -> None:
         ax.set_xlabel("trials")
         ax.set_ylabel("best replayed ms (mean over seeds)")
         lo = gs["best_recorded_ms"]
-        ax.set_ylim(lo * 0.98, max(gs["default_ms"], lo) * 1.25)
+        ends = [vs["mean_curve"][-1] for vs in gs["variants"].values() if vs["mean_curve"]]
+        hi = max(ends + [gs["default_ms"]])
+        ax.set_ylim(lo - 0.1 * (hi - lo) - 1e-4, hi + 0.6 * (hi - lo) + 1e-4)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
