@@ -45,7 +45,15 @@ def _core_model(model: str | CostModel | None):
 
 
 def _rules(rule_set):
-    return rule_set if rule_set is not None else rules_module.default()
+    """A RuleSet, a rule-set name of taso_env.rules.sets ("hand", "all", ...) or None
+    (every shipped rule)."""
+    if rule_set is None:
+        return rules_module.default()
+    if isinstance(rule_set, str):
+        from taso_env.rules.sets import rule_set as named_rule_set
+
+        return named_rule_set(rule_set)
+    return rule_set
 
 
 def _wrap(graph: Graph, core) -> Graph:

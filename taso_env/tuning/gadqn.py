@@ -17,7 +17,9 @@ choose the crossover point and the genes to mutate (docs/tuning.md).
 
 `dqn_crossover=False` / `dqn_mutation=False` fall back to the GA's random choice (the
 ablations of `rlflow tune -m experiment`). Deterministic for a seed (numpy Generator
-for sampling, seeded initialisers, TensorFlow op determinism).
+for sampling, initial weights drawn from a seeded numpy Generator, no TensorFlow
+random ops; the process-wide op-determinism switch is left alone, as it would make
+every other TensorFlow user in the process refuse unseeded random ops).
 """
 
 from __future__ import annotations
@@ -116,14 +118,12 @@ class GADQNTuner(GATuner):
                  dqn_mutation: bool = True, hidden: int = 64, learning_rate: float = 1e-3, gamma: float = 0.5,
                  epsilon_start: float = 1.0, epsilon_end: float = 0.05, epsilon_decay_trials: int = 300,
                  buffer_size: int = 4096, batch_size: int = 32, train_steps: int = 4, target_sync: int = 25,
-                 max_actions: int = 64, reward_scale: float = 1000.0, deterministic: bool = True):
+                 max_actions: int = 64, reward_scale: float = 1000.0):
         if not 0 <= epsilon_end <= epsilon_start <= 1:
             raise TuningError(f"GA-DQN needs 0 <= epsilon_end <= epsilon_start <= 1, got {epsilon_end}, "
                               f"{epsilon_start}")
         if epsilon_decay_trials < 1 or train_steps < 0 or max_actions < 1:
             raise TuningError("GA-DQN needs epsilon_decay_trials >= 1, train_steps >= 0 and max_actions >= 1")
-        if deterministic:
-            tf.config.experimental.enable_op_determinism()
         super().__init__(space, seed, pop_size, elite_num, mutation_prob, init)
         g = len(self.card)
         self.dqn_crossover, self.dqn_mutation = dqn_crossover, dqn_mutation
