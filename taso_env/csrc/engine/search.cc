@@ -3,7 +3,6 @@
 #include <limits>
 #include <tuple>
 #include <memory>
-#include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -171,9 +170,18 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     int parent;  // -1: the start graph itself
     Candidate candidate;
   } best{initial, initial_hash, -1, {}};
-  std::priority_queue<Entry> queue;
+  // A binary heap (std::push_heap / pop_heap, Entry::operator<): top = cheapest. Only
+  // budget - expansions more entries can ever be popped, and the heap's order is total,
+  // so entries beyond that many cheapest can never be expanded: the heap is cut back to
+  // them when it grows past twice that (memory bounded by the budget; results unchanged).
+  std::vector<Entry> queue;
+  bool dropped = false;
+  auto push = [&](Entry en) {
+    queue.push_back(std::move(en));
+    std::push_heap(queue.begin(), queue.end());
+  };
   std::unordered_set<uint64_t> seen{initial_hash};
-  queue.push({initial, initial_hash, -1, {}});
+  push({initial, initial_hash, -1, {}});
   SearchResult r{graph, model.graph_cost_ms(graph), 0, 0, 1, {}, false, 0};
   struct Child {
     int64_t cost;
@@ -181,8 +189,9 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     const Candidate* candidate;
   };
   while (!queue.empty() && r.expansions < budget) {
-    Entry e = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end());
+    Entry e = std::move(queue.back());
+    queue.pop_back();
     if (e.parent >= 0) store.popped_child(e.parent);
     int node = e.parent < 0 ? 0 : store.add(e.parent, e.candidate);
     std::shared_ptr<const Graph> cur = store.get(node);
@@ -208,12 +217,22 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
       if (!seen.insert(ch.hash).second) continue;  // two candidates leading to one graph
       ++r.graphs_seen;
       if (static_cast<double>(ch.cost) < alpha * static_cast<double>(best.cost)) {
-        queue.push({ch.cost, ch.hash, node, *ch.candidate});
+        push({ch.cost, ch.hash, node, *ch.candidate});
         store.queued_child(node, ch.cost);
       }
     }
+    size_t keep = static_cast<size_t>(budget - r.expansions);
+    if (queue.size() > 2 * keep + 1024) {
+      std::nth_element(queue.begin(), queue.begin() + keep, queue.end(),
+                       [](const Entry& a, const Entry& b) { return b < a; });  // cheapest first
+      for (size_t i = keep; i < queue.size(); ++i)
+        if (queue[i].parent >= 0) store.popped_child(queue[i].parent);
+      queue.resize(keep);
+      std::make_heap(queue.begin(), queue.end());
+      dropped = true;
+    }
   }
-  r.complete = queue.empty();
+  r.complete = queue.empty() && !dropped;
   if (best.parent >= 0) {
     r.graph = store.child(best.parent, best.candidate);
     r.applied = store.applied(best.parent);
