@@ -137,17 +137,15 @@ def enumerate_domain(domain: Domain, progress=None) -> Enumeration:
     for name in sorted(domain.variables):
         add(T.var(name))
     result.counts[0] = len(domain.variables)
-    for s in range(1, domain.max_size + 1):
-        pool = list(expandable)  # graphs of size < s
-        by_size: dict = {}
-        for t in pool:
-            by_size.setdefault(T.size(t), []).append(t)
+    measure = _measure_fn(domain)
+    for s in range(1, domain.max_size * (2 if domain.weight_ops_half else 1) + 1):
+        pool = list(expandable)  # graphs of smaller measure
         made = 0
         for tmpl in domain.templates:
-            for args in _argument_tuples(domain, tmpl, pool, s - 1):
+            for args in _argument_tuples(domain, tmpl, pool, s, measure, ev):
                 t = (tmpl.name,) + args
-                if T.size(t) != s:
-                    continue
+                if domain.weight_ops_half and T.size(t) > 1 and _weight_only(domain, t):
+                    continue  # one weight operator per weight operand (a merge needs no more)
                 if add(t):
                     made += 1
                 if made >= domain.max_terms:
@@ -160,9 +158,35 @@ def enumerate_domain(domain: Domain, progress=None) -> Enumeration:
     return result
 
 
-def _argument_tuples(domain: Domain, tmpl, pool, budget: int):
-    """Argument tuples whose union has exactly `budget` operators."""
-    def ok(kind, t):
+def _measure_fn(domain: Domain):
+    """The size of a set of operator nodes: the number of operators, or where weight
+    operators count half (`Domain.weight_ops_half`: concatenating or adding weights is
+    folded before run time, so a merge's target is not charged for it) twice the run-time
+    operators plus the weight operators."""
+    if not domain.weight_ops_half:
+        return len
+
+    weight: dict = {}
+
+    def node(n) -> int:
+        w = weight.get(n)
+        if w is None:
+            w = weight[n] = 1 if _weight_only(domain, n) else 2
+        return w
+
+    def measure(nodes) -> int:
+        return sum(node(n) for n in nodes)
+    return measure
+
+
+def _argument_tuples(domain: Domain, tmpl, pool, target: int, measure, ev):
+    """Argument tuples whose graph with the new operator has measure `target`."""
+    ranks = tmpl.ranks or (None,) * tmpl.arity
+
+    def ok(i, t):
+        if ranks[i] is not None and ev(t)[0].ndim != ranks[i]:
+            return False
+        kind = kinds[i]
         if kind == "w":
             return _weight_only(domain, t)
         if kind == "a":
@@ -170,16 +194,21 @@ def _argument_tuples(domain: Domain, tmpl, pool, budget: int):
         return True
 
     kinds = tmpl.kinds or (None,) * tmpl.arity
-    cands = [[t for t in pool if T.size(t) <= budget and ok(kinds[i], t)] for i in range(tmpl.arity)]
+    sized = sorted(((measure(T.op_nodes(t)), k, t) for k, t in enumerate(pool)), key=lambda x: (x[0], x[1]))
+    cands = [[(m, t) for m, _, t in sized if m < target and ok(i, t)] for i in range(tmpl.arity)]
 
     def rec(i, chosen, nodes):
         if i == tmpl.arity:
-            if len(nodes) == budget:
+            new = (tmpl.name,) + tuple(chosen)
+            if measure(nodes | {new}) == target:
                 yield tuple(chosen)
             return
-        for t in cands[i]:
+        base = measure(nodes)
+        for m, t in cands[i]:
+            if m >= target:
+                break  # sorted by measure: every later one is larger
             n = nodes | T.op_nodes(t)
-            if len(n) > budget:
+            if base + m >= target and measure(n) >= target:
                 continue
             if tmpl.commutative and i > 0 and _order_key(domain, chosen[-1]) > _order_key(domain, t):
                 continue

@@ -104,7 +104,7 @@ def _engine_check(spec: dict, hand) -> str:
         if set(c.location) != inst.source_ops:
             continue
         try:
-            if g.apply(c, rules=hand).hash == g2.hash:
+            if g.apply(c, rules=hand).hash() == g2.hash():
                 return "redundant"
         except Exception:  # noqa: BLE001 - a hand rule's own failure is not ours
             continue
@@ -212,6 +212,40 @@ def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
     return unique
 
 
+def _same_rewrite(spec: dict, others: list[dict]) -> bool:
+    """Whether one of `others` rewrites `spec`'s own source pattern into the same graph."""
+    rs = build_rule_set([dict(o, id=i) for i, o in enumerate(others)])
+    mine = build_rule_set([dict(spec, id=0)])
+    inst = instantiate(spec, spec["examples"][0], 0)
+    g = inst.graph
+    want = g.apply([c for c in g.candidates(0, rules=mine) if set(c.location) == inst.source_ops][0],
+                   rules=mine).hash()
+    for c in g.candidates(rules=rs):
+        if set(c.location) == inst.source_ops:
+            try:
+                if g.apply(c, rules=rs).hash() == want:
+                    return True
+            except Exception:  # noqa: BLE001
+                continue
+    return False
+
+
+def _drop_engine_duplicates(specs: list[dict]) -> tuple[list[dict], int]:
+    """Drops a rule when an earlier kept one (any domain) does the same rewrite on its
+    source pattern (the same substitution found in two domains, or an instance of a
+    more general rule)."""
+    kept, buckets = [], {}
+    for s in tqdm(specs, desc="dedupe", leave=False, mininterval=1.0):
+        key = (tuple(sorted(o["type"] for o in s["source"]["ops"])),
+               tuple(sorted(o["type"] for o in s["target"]["ops"])), len(s["source"]["outputs"]))
+        prev = buckets.setdefault(key, [])
+        if prev and _same_rewrite(s, prev):
+            continue
+        prev.append(s)
+        kept.append(s)
+    return kept, len(specs) - len(kept)
+
+
 def generate(work: str | Path = "runs/rules", out: str | Path | None = None, domain_names=None,
              log=print) -> dict:
     """Runs every phase for the domains and writes the rule file; returns the stats."""
@@ -228,6 +262,11 @@ def generate(work: str | Path = "runs/rules", out: str | Path | None = None, dom
         all_specs.extend(specs)
         st = stats[d.name]
         log(f"{d.name}: {st['candidates']} candidates -> {st['rules']} rules  ({st['time_s']})")
+    log(f"{len(all_specs)} rules before dropping duplicates across domains")
+    t0 = time.perf_counter()
+    all_specs, dropped = _drop_engine_duplicates(all_specs)
+    stats["_all"] = {"duplicate_across_domains": dropped, "rules": len(all_specs),
+                     "time_s": {"dedupe": round(time.perf_counter() - t0, 2)}}
     first = len(hand_list)
     for i, s in enumerate(all_specs):
         s["id"] = first + i

@@ -117,10 +117,11 @@ def by_subsumption(cands: list) -> tuple[list, int]:
 
 def by_degeneracy(domain: Domain, cands: list, evaluator) -> tuple[list, int]:
     """Drops candidates that can never pay on a deployed graph or are padded forms:
-    sources computed from weights only (folded before run time, so free already), sources
+    sources computed from weights only (folded before run time, so free already), sides
     with an operator reading one tensor twice (Concat(x, x): instances, not patterns of
-    real graphs), and sides holding a proper subgraph equal to the whole side
-    (Relu(Relu(y)) stands for Relu(y))."""
+    real graphs), targets with more than one run-time operator more than the source
+    (a - b => Sub(Add(a, a), ...)), and sides holding a proper subgraph equal to the
+    whole side (Relu(Relu(y)) stands for Relu(y))."""
     from taso_env.rules.generator.enumeration import fingerprint
 
     def weight_only(roots):
@@ -141,6 +142,11 @@ def by_degeneracy(domain: Domain, cands: list, evaluator) -> tuple[list, int]:
                     return True
         return False
 
-    kept = [c for c in cands if not weight_only(c.source) and not doubled(c.source)
+    def runtime_ops(roots):
+        nodes = frozenset().union(*(T.op_nodes(r) for r in roots))
+        return sum(1 for n in nodes if not weight_only((n,)))
+
+    kept = [c for c in cands if not weight_only(c.source) and not doubled(c.source) and not doubled(c.target)
+            and runtime_ops(c.target) <= runtime_ops(c.source) + 1
             and not padded(c.source) and not padded(c.target)]
     return kept, len(cands) - len(kept)

@@ -35,6 +35,8 @@ class Template:
     commutative: bool = False
     #: per argument: "w" weight-only terms, "a" terms reading an input, None anything
     kinds: tuple = ()
+    #: per argument: the rank it must have (None: any); prunes ill-typed tuples early
+    ranks: tuple = ()
 
     def concrete_attrs(self, draw: dict) -> dict:
         def res(v):
@@ -72,6 +74,8 @@ class Domain:
     max_terms: int = 60000
     #: atoms that are products of other atoms (N = H * E for attention heads)
     products: tuple = ()
+    #: weight-only operators count half towards `max_size` (see enumeration._measure_fn)
+    weight_ops_half: bool = False
 
     def template(self, name: str) -> Template:
         for t in self.templates:
@@ -117,7 +121,7 @@ _CONV_GEOMETRY_SYMBOLS = ("R", "S", "s", "p", "act", "pk", "ps", "pp")
 
 def _conv(name="Conv", act="act"):
     return Template(name, "Conv2D", 3, {"strides": "s", "pads": "p", "dilations": [1, 1], "group": 1,
-                                        "activation": act}, kinds=("a", "w", "w"))
+                                        "activation": act}, kinds=("a", "w", "w"), ranks=(4, 4, 1))
 
 
 DOMAINS: tuple[Domain, ...] = (
@@ -128,7 +132,7 @@ DOMAINS: tuple[Domain, ...] = (
     Domain(
         "scale", "scalars and biases moving through MatMul, Reshape and Transpose (attention)",
         {"x": (("A", "T", "C"), False), "w": (("C", "N"), True), "b": (("N",), True), "s": ((), True),
-         "q": (("A", "H", "T", "E"), False), "k": (("A", "H", "E", "T"), False)},
+         "y": (("A", "T", "N"), False), "q": (("A", "H", "T", "E"), False), "k": (("A", "H", "E", "T"), False)},
         (Template("MatMul", "MatMul", 2, {"activation": 0}),
          Template("Add", "Add", 2, commutative=True),
          Template("Mul", "Mul", 2, commutative=True),
@@ -147,12 +151,24 @@ DOMAINS: tuple[Domain, ...] = (
         (_conv(),
          Template("Cat0", "Concat", 2, {"axis": 0}, kinds=("w", "w")),
          Template("Cat1", "Concat", 2, {"axis": 1}, kinds=("a", "a")),
-         Template("Split1", "Split", 1, {"axis": 1, "split": ["K1", "K2"]}, n_out=2),
+         Template("Split1", "Split", 1, {"axis": 1, "split": ["K1", "K2"]}, n_out=2, kinds=("a",)),
          Template("Add", "Add", 2, commutative=True),
-         Template("Relu", "Relu", 1),
-         Template("MaxPool", "MaxPool2D", 1, {"kernel": "pk", "strides": "ps", "pads": "pp"})),
+         Template("Relu", "Relu", 1, kinds=("a",)),
+         Template("MaxPool", "MaxPool2D", 1, {"kernel": "pk", "strides": "ps", "pads": "pp"}, kinds=("a",))),
         3, {"C": [3, 2, 4], "H": [7, 6, 8], "K1": [2, 3, 4], "K2": [4, 2, 5]},
-        geometries=_CONV_GEOMETRIES, geometry=_CONV_GEOMETRY_SYMBOLS),
+        geometries=_CONV_GEOMETRIES, geometry=_CONV_GEOMETRY_SYMBOLS, weight_ops_half=True),
+    Domain(
+        "sumconv", "Conv2Ds of different inputs summed: one Conv2D of the channel Concat (ResNet shortcuts)",
+        {"x": ((1, "C1", "H", "H"), False), "y": ((1, "C2", "H", "H"), False),
+         "w": (("K", "C1", "R", "S"), True), "v": (("K", "C2", "R", "S"), True),
+         "b": (("K",), True), "c": (("K",), True)},
+        (_conv(),
+         Template("Add", "Add", 2, commutative=True),
+         Template("Relu", "Relu", 1, kinds=("a",)),
+         Template("Cat1", "Concat", 2, {"axis": 1}, kinds=("a", "a")),
+         Template("CatW1", "Concat", 2, {"axis": 1}, kinds=("w", "w"))),
+        3, {"C1": [3, 2, 4], "C2": [2, 5, 3], "H": [7, 6, 8], "K": [4, 3, 5]},
+        geometries=_CONV_GEOMETRIES, geometry=_CONV_GEOMETRY_SYMBOLS, weight_ops_half=True),
     Domain(
         "cat", "channel Concat/Split movement across Relu, pooling, Add and Conv2D",
         {"a": ((1, "C1", "H", "H"), False), "b": ((1, "C2", "H", "H"), False),
@@ -160,10 +176,10 @@ DOMAINS: tuple[Domain, ...] = (
          "v": (("K", "C2", "R", "S"), True), "bias": (("K",), True)},
         (Template("Cat1", "Concat", 2, {"axis": 1}),
          Template("Cat1x3", "Concat", 3, {"axis": 1}),
-         Template("Split12", "Split", 1, {"axis": 1, "split": ["C1", "C2"]}, n_out=2),
-         Template("Relu", "Relu", 1),
-         Template("MaxPool", "MaxPool2D", 1, {"kernel": "pk", "strides": "ps", "pads": "pp"}),
-         Template("AvgPool", "AvgPool2D", 1, {"kernel": "pk", "strides": "ps", "pads": "pp"}),
+         Template("Split12", "Split", 1, {"axis": 1, "split": ["C1", "C2"]}, n_out=2, kinds=("a",)),
+         Template("Relu", "Relu", 1, kinds=("a",)),
+         Template("MaxPool", "MaxPool2D", 1, {"kernel": "pk", "strides": "ps", "pads": "pp"}, kinds=("a",)),
+         Template("AvgPool", "AvgPool2D", 1, {"kernel": "pk", "strides": "ps", "pads": "pp"}, kinds=("a",)),
          Template("Cat1w", "Concat", 2, {"axis": 1}, kinds=("w", "w")),
          _conv()),
         3, {"C1": [2, 3, 4], "C2": [5, 2, 3], "C3": [3, 4, 2], "H": [6, 7, 8], "K": [4, 3, 5]},
@@ -173,15 +189,29 @@ DOMAINS: tuple[Domain, ...] = (
         {"x": (("A", "T", "K"), False), "h": (("A", "T", "J"), False),
          "w1": (("K", "N1"), True), "w2": (("K", "N2"), True), "u": (("J", "N1"), True),
          "b1": (("N1",), True), "b2": (("N2",), True)},
-        (Template("MatMul", "MatMul", 2, {"activation": 0}, kinds=("a", "w")),
+        (Template("MatMul", "MatMul", 2, {"activation": 0}, kinds=("a", "w"), ranks=(None, 2)),
          Template("Add", "Add", 2, commutative=True),
          Template("CatL", "Concat", 2, {"axis": 2}, kinds=("a", "a")),
          Template("CatW0", "Concat", 2, {"axis": 0}, kinds=("w", "w")),
          Template("CatW1", "Concat", 2, {"axis": 1}, kinds=("w", "w")),
-         Template("SplitN", "Split", 1, {"axis": 2, "split": ["N1", "N2"]}, n_out=2),
-         Template("Tanh", "Tanh", 1), Template("Sigmoid", "Sigmoid", 1), Template("Relu", "Relu", 1)),
+         Template("SplitN", "Split", 1, {"axis": 2, "split": ["N1", "N2"]}, n_out=2, kinds=("a",)),
+         Template("Tanh", "Tanh", 1), Template("Sigmoid", "Sigmoid", 1), Template("Relu", "Relu", 1, kinds=("a",))),
         3, {"A": [1, 2], "T": [3, 4, 2], "K": [4, 3, 5], "J": [5, 2, 3], "N1": [2, 3, 4], "N2": [6, 4, 3]},
-        max_terms=40000),
+        max_terms=40000, weight_ops_half=True),
+    Domain(
+        "mm2", "2-D MatMul cells (NASRNN): summed products of different inputs, parallel merges, biases",
+        {"x": (("T", "K"), False), "h": (("T", "J"), False),
+         "w1": (("K", "N1"), True), "w2": (("K", "N2"), True), "u": (("J", "N1"), True),
+         "b1": (("N1",), True), "b2": (("N2",), True)},
+        (Template("MatMul", "MatMul", 2, {"activation": 0}, kinds=("a", "w"), ranks=(None, 2)),
+         Template("Add", "Add", 2, commutative=True),
+         Template("CatL", "Concat", 2, {"axis": 1}, kinds=("a", "a")),
+         Template("CatW0", "Concat", 2, {"axis": 0}, kinds=("w", "w")),
+         Template("CatW1", "Concat", 2, {"axis": 1}, kinds=("w", "w")),
+         Template("SplitN", "Split", 1, {"axis": 1, "split": ["N1", "N2"]}, n_out=2, kinds=("a",)),
+         Template("Tanh", "Tanh", 1), Template("Sigmoid", "Sigmoid", 1), Template("Relu", "Relu", 1, kinds=("a",))),
+        3, {"T": [1, 3, 2], "K": [4, 3, 5], "J": [5, 2, 3], "N1": [2, 3, 4], "N2": [6, 4, 3]},
+        max_terms=40000, weight_ops_half=True),
 )
 
 
