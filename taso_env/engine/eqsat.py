@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 
@@ -29,6 +30,7 @@ from taso_env.engine.graph import Graph
 from taso_env.errors import TasoEnvError
 
 SEEDS = (None, "none", "greedy", "backtracking")
+log = logging.getLogger(__name__)
 
 
 class EqsatArgumentError(TasoEnvError, ValueError):
@@ -139,8 +141,8 @@ def _rebuild(enc: Encoding, snap: Snapshot, sel: ex.Selection, graph: Graph, roo
 
 def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 10.0, iter_limit: int = 30,
                  seed: str | None = "greedy", budget: int = 1000, alpha: float = 1.05,
-                 optimal_limit: int = 400, multi_iters: int = 3, polish: bool = True, rules=None,
-                 model=None):
+                 optimal_limit: int = 400, multi_iters: int = 2, match_limit: int = 50_000,
+                 polish: bool = True, rules=None, model=None):
     """Equality saturation; returns a `SearchResult` (method "eqsat") with `details`.
 
     Args:
@@ -164,8 +166,9 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
     from taso_env.engine.search import SearchResult, _core_model, _rules, _wrap, search
 
     _check_args(node_limit, time_limit, iter_limit, seed, optimal_limit)
-    if isinstance(multi_iters, bool) or not isinstance(multi_iters, int) or multi_iters < 0:
-        raise EqsatArgumentError(f"eqsat: multi_iters must be an integer >= 0, got {multi_iters!r}")
+    for name, v in (("multi_iters", multi_iters), ("match_limit", match_limit)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise EqsatArgumentError(f"eqsat: {name} must be an integer >= 0, got {v!r}")
     try:
         import egglog  # noqa: F401
     except ImportError as e:
@@ -191,15 +194,23 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
     deadline = start + time_limit
     iterations, stop, applied_total = 0, "iteration limit", 0
     last_size = None
-    snap = None
+    snap = snapshot(enc)
+    skipped_queries: Counter = Counter()
     while iterations < iter_limit:
         if time.perf_counter() >= deadline:
             stop = "time limit"
             break
-        translator.run_queries(multi_root=iterations < multi_iters)
+        if iterations < multi_iters:
+            snap = snapshot(enc)  # fresh reader counts for the match estimates
+        for rel in translator.run_queries(snap, multi_root=iterations < multi_iters, match_limit=match_limit,
+                                          deadline=deadline):
+            skipped_queries[rel] += 1
         snap = snapshot(enc, translator.relations)
+        if time.perf_counter() >= deadline:  # the queries may have been cut short
+            stop = "time limit"
+            break
         size = (snap.num_enodes, len(snap.t_nodes), len(snap.n_nodes))
-        if size == last_size:
+        if size == last_size:  # the last iteration changed nothing (under the schedule)
             stop = "saturated"
             break
         last_size = size
@@ -207,9 +218,14 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
             stop = "node limit"
             break
         iterations += 1
-        applied, _ = translator.apply_matches(snap, node_limit - snap.num_enodes)
+        applied, added, complete = translator.apply_matches(snap, node_limit - snap.num_enodes, deadline)
         applied_total += applied
         enc.flush()
+        log.info("eqsat iteration %d: %d e-nodes, %d matches applied, %d e-nodes added, %.1f s",
+                 iterations, snap.num_enodes, applied, added, time.perf_counter() - start)
+        if not complete:
+            stop = "time limit" if time.perf_counter() >= deadline else "node limit"
+            break
     seconds_saturation = time.perf_counter() - start
     enc.run("(run rebuild 1)")
     snap = snapshot(enc)
@@ -234,6 +250,7 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
         if best_sel is not None and best_cost < dag - 1e-12:
             sel, dag = best_sel, best_cost
         extraction = "optimal" if proved else extraction + "+bnb(partial)"
+    log.info("eqsat extraction: starts %s, local search -> %.5f (%.1f s)", scored, dag, time.perf_counter() - t0)
     extracted = _rebuild(enc, snap, sel, graph, roots)
     seconds_extract = time.perf_counter() - t0
     extracted_cost = core_model.graph_cost(extracted._core)
@@ -260,7 +277,7 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
         "reachable_enodes": reach, "extracted_cost": extracted_cost, "dag_cost": dag,
         "start_costs": scored, "seed_cost": None if seed_result is None else seed_result.final_cost,
         "source": source, "seconds_saturation": seconds_saturation, "seconds_extraction": seconds_extract,
-        "polish_fires": dict(polish_fires),
+        "polish_fires": dict(polish_fires), "queries_skipped": dict(skipped_queries),
     }
     return SearchResult(graph=_wrap(best, best._core), method="eqsat", initial_cost=initial_cost,
                         final_cost=best_cost, seconds=seconds, expansions=iterations,

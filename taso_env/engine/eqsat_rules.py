@@ -18,7 +18,9 @@ inputs, unknown op types) are skipped and counted by reason.
 
 from __future__ import annotations
 
+import collections
 import itertools
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -43,6 +45,22 @@ class MatchRule:
     def multi_root(self) -> bool:
         """Several source ops are outputs (parallel merges): matches grow combinatorially."""
         return len({k for k, _ in self.outputs}) > 1
+
+    def shared_input(self) -> list | None:
+        """For a multi-root pattern, [(op type, arity, input position)] of each root op
+        at a free variable that every root reads (the join that makes matches grow)."""
+        roots = sorted({k for k, _ in self.outputs})
+        for name in self.var_names:
+            slots = []
+            for k in roots:
+                _, op_type, ins = self.ops[k]
+                pos = [i for i, r in enumerate(ins) if r == ("var", name)]
+                if not pos:
+                    break
+                slots.append((op_type, len(ins), pos[0]))
+            else:
+                return slots
+        return None
 
 
 def _parse_ref(ref: str, op_index: dict) -> tuple:
@@ -154,16 +172,10 @@ def _side_conditions(m: MatchRule, spec: dict, enc: Encoding, tensor_var) -> lis
                 facts.append(f"(= (SDim{j} {sid}) {d})")
             elif isinstance(d, str) and d.startswith("$"):
                 uses.setdefault(d, []).append(("scalar", (None, sid, j, None)))
-    for name, occurrences in uses.items():
-        kinds = {kind for kind, _ in occurrences}
-        for kind, (op_type, attr, form, tmpl) in occurrences:
-            if len(kinds) > 1 and kind == "list":
-                continue  # a list bound where a number is also bound: leave it to the engine
-            if op_type is None:
-                facts.append(f"(= (SDim{form} {attr}) p_{_sym(name[1:])})")
-            else:
-                fn = enc.need_attr(op_type, attr, form)
-                facts.append(f"(= {tmpl.format(fn=fn)} p_{_sym(name[1:])})")
+    # `$name` bindings shared between tensors or ops are left to the engine: as egglog
+    # facts they let the query planner join unrelated tensors by equal dims first
+    # (a cross product that exhausted memory on nasrnn). Only literals filter here.
+    del uses
     return facts
 
 
@@ -198,6 +210,10 @@ def egglog_rule(m: MatchRule, spec: dict, enc: Encoding) -> str:
     for (c1, k1), (c2, k2) in itertools.combinations(ctors, 2):
         if c1 == c2:
             facts.append(f"(!= n{k1} n{k2})")  # the engine matches distinct ops
+    if m.multi_root:  # two roots in one class are the same tensor: nothing to merge
+        for (k1, i1), (k2, i2) in itertools.combinations(m.outputs, 2):
+            if k1 != k2:
+                facts.append(f"(!= o{k1}_{i1} o{k2}_{i2})")
     facts += side
     cols = ([f"a{k}" for k in range(len(m.ops))] + [f"v{j}" for j in range(len(m.var_names))]
             + [f"o{k}_{i}" for k, i in m.outputs])
@@ -205,6 +221,13 @@ def egglog_rule(m: MatchRule, spec: dict, enc: Encoding) -> str:
     rs = m.relation.lower()
     return (f"(ruleset {rs})\n(relation {m.relation} ({' '.join(sorts)}))\n"
             f"(rule ({' '.join(facts)}) (({m.relation} {' '.join(cols)})) :ruleset {rs})")
+
+
+def _product(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
 
 
 @dataclass
@@ -237,11 +260,39 @@ class RuleTranslator:
         self.fires: Counter = Counter()
         self.memo: dict = {}  # (key id, input refs) -> output refs of terms already added
 
-    def run_queries(self, multi_root: bool = True) -> None:
-        """Runs every rule's query once (multi-root ones only if `multi_root`)."""
+    def run_queries(self, snap: Snapshot, multi_root: bool = True, match_limit: int = 50_000,
+                    deadline: float | None = None) -> list[str]:
+        """Runs every rule's query once. Multi-root ones run only if `multi_root` and if
+        their estimated number of matches in `snap` (the product, per shared input
+        class, of the number of candidate root ops reading it) is at most
+        `match_limit`: egglog materialises every match, and these grow as a power of
+        the number of readers. Returns the relations skipped for their estimate."""
+        readers = Counter()
+        if multi_root:
+            for nodes in snap.n_nodes.values():
+                for k, ins in nodes:
+                    if k >= 0:
+                        op_type = self.enc.keys[k].type
+                        for pos, c in enumerate(ins):
+                            readers[(op_type, len(ins), pos, c)] += 1
+        skipped, run = [], []
+        for v in self.variants:
+            if v.multi_root:
+                if not multi_root:
+                    continue
+                slots = v.shared_input()
+                if slots is not None:
+                    estimate = sum(_product(readers[(t, a, p, c)] for t, a, p in slots) for c in snap.t_nodes)
+                    if estimate > match_limit:
+                        skipped.append(v.relation)
+                        continue
+            run.append(f"(run {v.relation.lower()} 1)")
         self.enc.flush()
-        self.enc.run("\n".join(f"(run {v.relation.lower()} 1)" for v in self.variants
-                               if multi_root or not v.multi_root))
+        for i in range(0, len(run), 16):
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+            self.enc.run("\n".join(run[i:i + 16]))
+        return skipped
 
     @property
     def relations(self) -> tuple[str, ...]:
@@ -300,52 +351,63 @@ class RuleTranslator:
         outputs = [("var", slot_of[o]) if o in slot_of else ("new", new_of[o], idx) for o, idx in out.outputs()]
         return Template(ops, outputs)
 
-    def apply_matches(self, snap: Snapshot, budget: int) -> tuple[int, int]:
-        """Adds the target of every new valid match (at most `budget` new e-nodes);
-        returns (matches applied, e-nodes added)."""
+    def apply_matches(self, snap: Snapshot, budget: int, deadline: float | None = None
+                      ) -> tuple[int, int, bool]:
+        """Adds the target of every new valid match, taking the rules in turn (one
+        match of each in round robin, so a budget is shared fairly), until `budget` new
+        e-nodes or `deadline`; returns (matches applied, e-nodes added, all done)."""
         enc = self.enc
         class_ref = {}
         for r, c in enumerate(snap.ref_class):
             if c >= 0 and c not in class_ref:
                 class_ref[c] = r
-        applied = added = 0
+        applied = added = seen = 0
         n_known = len(snap.ref_class)
 
         def canon(r: int) -> int:
             c = snap.ref_class[r] if r < n_known else -1
             return class_ref[c] if c >= 0 else r
 
-        for m in self.variants:
+        queues = collections.deque((m, iter(snap.relations.get(m.relation, ()))) for m in self.variants)
+        while queues:
+            m, rows = queues.popleft()
+            row = next(rows, None)
+            if row is None:
+                continue
+            queues.append((m, rows))
+            seen += 1
+            if deadline is not None and seen % 256 == 0 and time.perf_counter() >= deadline:
+                return applied, added, False
             n_ops, n_vars = len(m.ops), len(m.var_names)
-            for row in snap.relations.get(m.relation, ()):
-                # class ids are per snapshot; a class's smallest Ref is stable until it merges
-                stable = (m.relation, row[:n_ops], tuple(class_ref[c] for c in row[n_ops:]))
-                if stable in self.done:
-                    continue
+            # class ids are per snapshot; a class's smallest Ref is stable until it merges
+            stable = (m.relation, row[:n_ops], tuple(class_ref[c] for c in row[n_ops:]))
+            if stable in self.done:
+                continue
+            attr_keys = row[:n_ops]
+            var_classes = row[n_ops:n_ops + n_vars]
+            out_classes = row[n_ops + n_vars:]
+            alias = tuple(var_classes.index(c) for c in var_classes)
+            var_types = tuple(snap.tensor_type(enc, c) for c in var_classes)
+            t = self.template(m, attr_keys, alias, var_types)
+            if t is None:
                 self.done.add(stable)
-                attr_keys = row[:n_ops]
-                var_classes = row[n_ops:n_ops + n_vars]
-                out_classes = row[n_ops + n_vars:]
-                alias = tuple(var_classes.index(c) for c in var_classes)
-                var_types = tuple(snap.tensor_type(enc, c) for c in var_classes)
-                t = self.template(m, attr_keys, alias, var_types)
-                if t is None:
-                    continue
-                if added + len(t.ops) > budget:
-                    return applied, added
-                new_refs = []
-                for key_id, ins in t.ops:
-                    refs = [class_ref[var_classes[x[1]]] if x[0] == "var" else new_refs[x[1]][x[2]] for x in ins]
-                    memo_key = (key_id, tuple(canon(r) for r in refs))
-                    outs = self.memo.get(memo_key)
-                    if outs is None:  # a term the e-graph may not have yet
-                        outs = self.memo[memo_key] = enc.add_op(key_id, refs)
-                        added += 1
-                    new_refs.append(outs)
-                for c, o in zip(out_classes, t.outputs, strict=True):
-                    target = class_ref[var_classes[o[1]]] if o[0] == "var" else new_refs[o[1]][o[2]]
-                    if canon(target) != class_ref[c]:
-                        enc.union(class_ref[c], target)
-                applied += 1
-                self.fires[m.rule_id] += 1
-        return applied, added
+                continue
+            if added + sum(1 + len(enc.keys[k].outputs) for k, _ in t.ops) > budget:
+                return applied, added, False
+            self.done.add(stable)
+            new_refs = []
+            for key_id, ins in t.ops:
+                refs = [class_ref[var_classes[x[1]]] if x[0] == "var" else new_refs[x[1]][x[2]] for x in ins]
+                memo_key = (key_id, tuple(canon(r) for r in refs))
+                outs = self.memo.get(memo_key)
+                if outs is None:  # a term the e-graph may not have yet
+                    outs = self.memo[memo_key] = enc.add_op(key_id, refs)
+                    added += 1 + len(enc.keys[key_id].outputs)  # the op and its Out nodes
+                new_refs.append(outs)
+            for c, o in zip(out_classes, t.outputs, strict=True):
+                target = class_ref[var_classes[o[1]]] if o[0] == "var" else new_refs[o[1]][o[2]]
+                if canon(target) != class_ref[c]:
+                    enc.union(class_ref[c], target)
+            applied += 1
+            self.fires[m.rule_id] += 1
+        return applied, added, True
