@@ -12,7 +12,10 @@ values that state:
     score(c)    = r(c) - step_cost - detour_cost * [r(c) <= 0] + (f_a - mean over the valid rules b of f_b)
     score(stop) = 0
 
-The learned future term is centred: it only says how much better one successor is than
+A rewrite that saves runtime always scores above stop (at least 1e-6 x its saving), so the agent
+never stops while one is left; the learned terms decide which rewrite comes first and
+whether a rewrite that saves nothing (a detour) is worth taking. The learned future
+term is centred: it only says how much better one successor is than
 the others (a value head trained in an imperfect dream is biased — on the default run it
 values every state at ~+15%, so uncentred it would never stop). The agent takes the
 best-scored action, stop on ties: it stops when no rewrite's real reward plus learned
@@ -127,6 +130,9 @@ class ControllerAgent:
         future = future - future.mean()
         rewards = np.asarray(rewards)
         score = self._immediate(rewards) + future[np.asarray(rule_of)]
+        # A rewrite that saves runtime is always worth its step: whatever the learned terms
+        # say, it scores above stop (so the agent never stops short of a local optimum).
+        score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
         if la.expand > 0:
             for k in np.argsort(-score, kind="stable")[:la.expand]:
                 xfer, loc = actions[k]

@@ -245,13 +245,13 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
 
 
 def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str) -> str:
-    """What a saved row depends on: the settings (but not which other agents run) and,
+    """What a saved row depends on: the settings (not which other graphs and agents run) and,
     for a learned agent, its checkpoint."""
     checkpoint = None
     if run_dir is not None and agent in LEARNED:
         index = run_dir / agent / "checkpoint"
         checkpoint = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
-    settings = {**asdict(config), "agents": None}
+    settings = {**asdict(config), "agents": None, "graphs": None}
     return json.dumps({"config": settings, "agent": agent, "checkpoint": checkpoint}, sort_keys=True, default=str)
 
 

@@ -83,6 +83,9 @@ def test_lookahead_with_no_learned_value_is_greedy_and_stops_at_a_local_optimum(
     assert mine.metrics["steps"] == greedy.metrics["steps"]
     assert mine.terminations[-1] and not mine.truncations[-1]  # by its stop or with no candidate left
     assert all(score > 0 for _, xfer, _, score in agent.trace if xfer != env.n_rules)
+    # A step cost larger than every saving does not stop it short of the local optimum.
+    charged = run_episode(env, _untrained_agent(env, value=0.0, step_cost=5.0), 0, record=False)
+    assert charged.metrics["final_cost"] == pytest.approx(greedy.metrics["final_cost"], rel=1e-9)
     # A successor the model values far above the others is worth a step that loses runtime now.
     obs, info = env.reset(seed=0, options={"graph": "nasrnn"})
     hopeful = _untrained_agent(env, value=0.0, step_cost=0.0)
