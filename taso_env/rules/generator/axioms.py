@@ -7,8 +7,8 @@ target has the source's output shapes), so a rule is proved by proving the scala
 identity over the reals: Add, Sub, Mul and Div are real arithmetic (division is
 guarded: a proof must hold wherever every divisor is non-zero, and no divisor may
 become zero where the source had none), Relu is max(x, 0), and Tanh and Sigmoid are
-uninterpreted functions with their axioms (odd / complementary symmetry, ranges,
-monotonicity is not needed). An identity that z3 refutes with only interpreted
+uninterpreted functions with axioms (tanh odd, sigmoid(-x) = 1 - sigmoid(x), their
+ranges). An identity that z3 refutes with only interpreted
 operators is rejected; one it cannot decide stays numerically verified only.
 """
 

@@ -84,12 +84,25 @@ def fixed_values(domain: Domain, level: tuple) -> dict:
     return {g: d0[g] for g in level}
 
 
+def _cse_patterns(domain: Domain, op, fixed: dict):
+    """Two copies of one operator on the same inputs -> one (common subexpressions appear
+    after rewrites, e.g. one Concat(x, h) per merged RNN gate; sharing them enables the
+    parallel merges)."""
+    one = _pattern(domain, (op,), "s", fixed)["ops"][0]
+    source = {"ops": [dict(one, name="s0"), dict(one, name="s1")], "outputs": ["s0", "s1"]}
+    target = {"ops": [dict(one, name="t0")], "outputs": ["t0", "t0"]}
+    return source, target
+
+
 def to_spec(domain: Domain, cand, level: tuple, draws: list[dict]) -> dict | None:
     """The rule spec (without id), or None if the target needs a value the source does
     not bind."""
     fixed = fixed_values(domain, level)
-    source = _pattern(domain, cand.source, "s", fixed)
-    target = _pattern(domain, cand.target, "t", fixed)
+    if cand.kind == "cse":
+        source, target = _cse_patterns(domain, cand.source[0], fixed)
+    else:
+        source = _pattern(domain, cand.source, "s", fixed)
+        target = _pattern(domain, cand.target, "t", fixed)
     src_vars = T.var_order(cand.source)
     shapes = {}
     if not domain.pointwise:
@@ -121,4 +134,6 @@ def to_spec(domain: Domain, cand, level: tuple, draws: list[dict]) -> dict | Non
             ex["weights"] = weights
         examples.append(ex)
     doc = ("; ".join(T.show(r) for r in cand.source) + "  =>  " + "; ".join(T.show(r) for r in cand.target))
+    if cand.kind == "cse":
+        doc = f"{T.show(cand.source[0])} computed twice  =>  once (common subexpression)"
     return {"name": f"gen_{domain.name}_{digest}", "doc": doc, **body, "examples": examples}

@@ -255,6 +255,12 @@ def candidates(domain: Domain, en: Enumeration, all_pairs_up_to: int = 4) -> lis
             pairs = [(rep, m) for m in singles[1:]] + [(m, rep) for m in singles[1:]]
         for a, b in pairs:
             push((a,), (b,), "single")
+    # common subexpressions: every one-operator graph reading an input, computed twice
+    for members in en.classes.values():
+        t = members[0]
+        if not T.is_var(t) and not T.is_get(t) and T.size(t) == 1 and not _weight_only(domain, t) \
+                and len(set(t[1:])) == len(t) - 1:
+            out.append(Candidate(domain.name, (t,), (t,), "cse"))
     # two-output substitutions: (r0, r1) == (Split(...)[0], Split(...)[1])
     fp_cache = {}
     for fp, members in en.classes.items():

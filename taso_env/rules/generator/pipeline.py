@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from taso_env.errors import TasoEnvError
 from taso_env.rules import RULES_DIR, build_rule_set, load_rule_specs
 from taso_env.rules.generator import axioms, emit, enumeration, pruning
 from taso_env.rules.generator import terms as T
@@ -94,7 +95,7 @@ def _engine_check(spec: dict, hand) -> str:
         return f"rejected by the engine: {e}"
     try:  # every draw on several value seeds (ill-conditioned rules fail here)
         verify_rule(rs, 0, seeds=ENGINE_SEEDS)
-    except RuleVerificationError as e:
+    except (RuleVerificationError, TasoEnvError) as e:
         return f"failed: {e}"
     inst = instantiate(spec, spec["examples"][0], 0)
     g = inst.graph
@@ -126,6 +127,8 @@ def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
             en = enumeration.enumerate_domain(domain, bar)
             bar.update()
         cands = enumeration.candidates(domain, en)
+        cse = [c for c in cands if c.kind == "cse"]
+        cands = [c for c in cands if c.kind != "cse"]
         st["graphs"] = sum(en.counts.values())
         st["classes"] = len(en.classes)
         st["candidates"] = len(cands)
@@ -140,11 +143,14 @@ def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
         t0 = time.perf_counter()
         evaluators: dict = {}
         verified = []
+        cands = cands + cse  # well typed on every draw, or dropped
         for c in tqdm(cands, desc=f"numeric {domain.name}", leave=False, mininterval=1.0):
             level = _numeric_level(domain, c, evaluators)
             if level is not None:
                 verified.append((c, level))
         st["failed_numeric"] = len(cands) - len(verified)
+        cse = [c for c, _ in verified if c.kind == "cse"]
+        verified = [(c, lv) for c, lv in verified if c.kind != "cse"]
         st["time_s"]["verify_numeric"] = round(time.perf_counter() - t0, 2)
         t0 = time.perf_counter()
         z3_status = {}
@@ -163,6 +169,9 @@ def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
         plain = [c for c, _ in verified]
         levels = {(c.source, c.target): lv for c, lv in verified}
         kept, st["pruned_subsumption"] = pruning.by_subsumption(plain)
+        kept += cse  # verified by the engine below
+        levels.update({(c.source, c.target): () for c in cse})
+        st["cse_candidates"] = len(cse)
         st["time_s"]["subsumption"] = round(time.perf_counter() - t0, 2)
         cands = [(c, levels[(c.source, c.target)], z3_status.get((c.source, c.target), "not applicable"))
                  for c in kept]
@@ -267,6 +276,21 @@ def generate(work: str | Path = "runs/rules", out: str | Path | None = None, dom
     all_specs, dropped = _drop_engine_duplicates(all_specs)
     stats["_all"] = {"duplicate_across_domains": dropped, "rules": len(all_specs),
                      "time_s": {"dedupe": round(time.perf_counter() - t0, 2)}}
+    # ids never change meaning: rules of the existing file keep their ids (and stay, even
+    # if this vocabulary no longer produces them); new rules append
+    previous = []
+    if out.exists():
+        try:
+            previous = json.loads(out.read_text()).get("rules", [])
+        except json.JSONDecodeError:
+            previous = []
+    fresh = {s["name"]: s for s in all_specs}
+    prev_names = {r["name"] for r in previous}
+    stats["_all"]["kept_from_previous_file"] = sum(r["name"] not in fresh for r in previous)
+    stats["_all"]["new"] = sum(s["name"] not in prev_names for s in all_specs)
+    all_specs = [fresh.get(r["name"], r) for r in sorted(previous, key=lambda r: r["id"])] + \
+        [s for s in all_specs if s["name"] not in prev_names]
+    stats["_all"]["rules"] = len(all_specs)
     first = len(hand_list)
     for i, s in enumerate(all_specs):
         s["id"] = first + i
