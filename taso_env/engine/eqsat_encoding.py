@@ -20,7 +20,7 @@ from taso_env import _core
 from taso_env.engine.graph import Graph
 
 SOURCE_TYPES = ("Input", "Weight")
-FLUSH_CHUNK = 200
+FLUSH_CHUNK = 8
 ACTION_CHUNK = 100
 MAX_RANK = 8
 LIST_ID_BASE = 1 << 40

@@ -121,6 +121,10 @@ def compile_rule(spec: dict) -> tuple[list[MatchRule], str | None]:
                 if r[0] == "var" and r[1] not in var_names:
                     var_names.append(r[1])
         variants.append(MatchRule(spec["id"], f"M{spec['id']}_{len(variants)}", ops, order, var_names, outputs))
+    if variants and variants[0].multi_root and any(v.shared_input() is None for v in variants):
+        # roots joined only through other ops or not at all: egglog would enumerate a
+        # cross product of candidate roots before any filter applies
+        return [], "multi-root pattern without an input shared by its roots"
     return variants, None
 
 
