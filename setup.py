@@ -70,11 +70,12 @@ setup(
     # as taso_env.data, so an installed rlflow finds it without the source tree.
     package_dir={"taso_env.data": "data"},
     package_data={"taso_env": ["rules/*.json", "rules/README.md"],
-                  "taso_env.data": ["models/*.onnx", "models/README.md", "costs/*.h5"]},
+                  "taso_env.data": ["models/*.onnx", "models/README.md", "costs/*.h5", "tuning/*.h5"]},
     ext_modules=[CMakeExtension("taso_env._core"), CMakeExtension("taso_env._cuda", optional=True)],
     entry_points={"console_scripts": ["rlflow = rlflow.cli:main"]},
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["numpy>=2.0", "onnx>=1.16", "tqdm>=4.66"],
+    extras_require={"ray": ["ray==2.60.0"]},  # --ray: collection and evaluation on a Ray cluster
     zip_safe=False,
 )

@@ -2,12 +2,16 @@
 """Speed of one environment step: candidates() + apply(), against a naive enumerator
 that materialises every candidate graph and costs it (as TASO does at every step).
 
-    python benchmarks/bench_candidates.py [--steps 30] [--models inception_v3 ...]
+    python benchmarks/bench_candidates.py [--steps 30] [--models inception_v3 ...] [--rules SET]
+
+SET is a named rule set of taso_env.rules.sets: all (default: every shipped rule), hand,
+replicated:N (the hand rules repeated to N rules), or a directory of rule JSON files.
 
 Walks `steps` random rewrites from each model's start graph (seeded); at each step times
 our step (enumerate candidates with cost deltas, apply the chosen one) and the naive
 step (apply every candidate and compute each new graph's cost). Prints one JSON line and
-a markdown table (medians, ms).
+a markdown table (medians, ms; step_cpu_ms is the process CPU time of our step, the fairer
+figure on a loaded machine).
 """
 
 import argparse
@@ -22,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit  # noqa: E402
 
 import taso_env as te  # noqa: E402
+from taso_env.rules.sets import rule_set  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "models")
 
@@ -31,28 +36,32 @@ def load(model: str) -> te.Graph:
     return te.load_onnx(path) if model.endswith(".onnx") else te.graphs.build(model, seed=None)
 
 
-def measure(model: str, steps: int, seed: int) -> dict:
+def measure(model: str, steps: int, seed: int, rules, naive_too: bool) -> dict:
     rng = random.Random(seed)
     g = load(model)
-    ours, naive, counts = [], [], []
+    ours, ours_cpu, naive, counts = [], [], [], []
     for _ in range(steps):
-        start = time.perf_counter()
-        cands = g.candidates()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        cands = g.candidates(rules=rules)
         if not cands:
             break
         choice = rng.choice(cands)
-        nxt = g.apply(choice)
+        nxt = g.apply(choice, rules=rules)
         ours.append(time.perf_counter() - start)
+        ours_cpu.append(time.process_time() - start_cpu)
 
-        start = time.perf_counter()
-        for c in g.candidates():
-            g.apply(c).cost()
-        naive.append(time.perf_counter() - start)
+        if naive_too:
+            start = time.perf_counter()
+            for c in g.candidates(rules=rules):
+                g.apply(c, rules=rules).cost()
+            naive.append(time.perf_counter() - start)
         counts.append(len(cands))
         g = nxt
-    ours_ms, naive_ms = 1e3 * statistics.median(ours), 1e3 * statistics.median(naive)
+    ours_ms = 1e3 * statistics.median(ours)
+    naive_ms = 1e3 * statistics.median(naive) if naive else float("nan")
     return {"model": model, "ops": load(model).num_ops, "steps": len(ours),
             "candidates_median": statistics.median(counts), "step_ms": ours_ms,
+            "step_cpu_ms": 1e3 * statistics.median(ours_cpu),
             "naive_step_ms": naive_ms, "speedup": naive_ms / ours_ms}
 
 
@@ -61,11 +70,14 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["bert_base.onnx", "resnet50.onnx", "inception_v3"])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rules", default="all", help="rule set: all, hand, replicated:N or a directory")
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive step (slow with many rules)")
     args = parser.parse_args()
-    rows = [measure(m, args.steps, args.seed) for m in args.models]
+    rules = rule_set(args.rules)
+    rows = [measure(m, args.steps, args.seed, rules, not args.no_naive) for m in args.models]
     emit("candidates_apply_step", rows,
-         ["model", "ops", "steps", "candidates_median", "step_ms", "naive_step_ms", "speedup"],
-         rules=len(te.rules.default()), cost_model=te.get_cost_model().name)
+         ["model", "ops", "steps", "candidates_median", "step_ms", "step_cpu_ms", "naive_step_ms", "speedup"],
+         rule_set=args.rules, rules=len(rules), cost_model=te.get_cost_model().name)
 
 
 if __name__ == "__main__":

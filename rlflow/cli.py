@@ -40,6 +40,8 @@ COMMANDS: dict[str, str] = {
     "pipeline": "pipeline",
     "measure": "measure",
     "measure-costs": "measure_costs",
+    "tune": "tune",
+    "rules": "rules",
 }
 
 

@@ -9,6 +9,8 @@ A field `learning_rate: float = 1e-3` becomes `--learning-rate` (float, default 
 (`--measure` / `--no-measure`); nested dataclass fields become `--<field>-<name>` flags,
 or plain `--<name>` flags with `flatten=True` (argparse refuses a name used twice);
 fields without a default are required unless `skip`ped and filled in by the caller.
+A field with `metadata={"const": value}` takes an optional value: the flag alone means
+`value` (`--ray` is `--ray local`); `metadata["metavar"]` names the value in the help.
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, title: str |
             kwargs["metavar"] = f.name.upper().rstrip("S") or "VALUE"
         elif kind in (int, float, str):
             kwargs["type"] = kind
+            if "const" in f.metadata:
+                kwargs.update(nargs="?", const=f.metadata["const"], metavar=f.metadata.get("metavar"))
         else:
             raise TypeError(f"{cls.__name__}.{f.name}: no flag for type {kind!r}")
         if default is dataclasses.MISSING:
@@ -103,7 +107,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, title: str |
         else:
             kwargs["default"] = default
             shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
-            text = f"{text} (default: {shown})".strip() if kind is not bool else text
+            text = f"{text} (default: {shown})".strip() if kind is not bool and shown != "" else text
         group.add_argument(_flag(f.name, prefix), help=text.replace("%", "%%") or None, **kwargs)
 
 

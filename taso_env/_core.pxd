@@ -105,6 +105,7 @@ cdef extern from "taso/cost_model.h" namespace "taso":
         double compute_cost_ms(const Op& op, const vector[TensorType]& input_types) except +raise_core_error
         vector[double] op_costs_ms(const Graph& graph) except +raise_core_error
         double graph_cost_ms(const Graph& graph) except +raise_core_error
+        int64_t graph_cost_units(const Graph& graph) except +raise_core_error
 
     cdef cppclass DeviceProfile:
         string name
@@ -180,11 +181,14 @@ cdef extern from "taso/rule.h" namespace "taso":
         int rule_id
         vector[int] location
         double cost_delta
+        int64_t cost_delta_units
+        uint64_t child_hash
 
     cdef cppclass RuleSet:
         RuleSet(vector[RuleSpec] specs) except +raise_core_error
         int size()
-        vector[Candidate] candidates(const Graph& graph, const CostModel& model, int rule_id) except +raise_core_error
+        vector[Candidate] candidates(const Graph& graph, const CostModel& model, int rule_id,
+                                    bool child_hashes) except +raise_core_error
         Graph apply(const Graph& graph, int rule_id, const vector[int]& location) except +raise_core_error
 
 
@@ -197,11 +201,13 @@ cdef extern from "taso/search.h" namespace "taso":
         int graphs_seen
         vector[int] applied
         bool complete
+        int graphs_built
+        int peak_graphs_stored
 
     SearchResult greedy_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
                                int max_steps, double min_gain) except +raise_core_error
     SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
-                                     double alpha, int budget) except +raise_core_error
+                                     double alpha, int budget, bool incremental, int store_ops) except +raise_core_error
     SearchResult exhaustive_search(const Graph& graph, const RuleSet& rules, const CostModel& model,
                                    int max_ops, int max_states) except +raise_core_error
 

@@ -229,6 +229,10 @@ cdef class CoreCostModel:
     def graph_cost(self, CoreGraph graph):
         return deref(self.cptr()).graph_cost_ms(deref(graph.g))
 
+    def graph_cost_units(self, CoreGraph graph):
+        """The graph cost as an exact integer of cost units (1e-12 ms), as search sums it."""
+        return deref(self.cptr()).graph_cost_units(deref(graph.g))
+
 
 cdef class AnalyticModel(CoreCostModel):
     """The roofline cost model on a named device profile."""
@@ -415,8 +419,16 @@ cdef class CoreRuleSet:
 
     def candidates(self, CoreGraph graph, CoreCostModel model, int rule_id=-1):
         """[(rule_id, location tuple, cost delta ms)] for every valid match."""
-        cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.cptr()), rule_id)
+        cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.cptr()), rule_id,
+                                                                    False)
         return [(c.rule_id, tuple(c.location), c.cost_delta) for c in cands]
+
+    def candidate_effects(self, CoreGraph graph, CoreCostModel model, int rule_id=-1):
+        """[(rule_id, location, cost delta in cost units, child hash)]: what the search
+        uses, computed without building any child graph."""
+        cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.cptr()), rule_id,
+                                                                    True)
+        return [(c.rule_id, tuple(c.location), c.cost_delta_units, c.child_hash) for c in cands]
 
     def apply(self, CoreGraph graph, int rule_id, location):
         cdef vector[int] loc = list(location)
@@ -425,13 +437,15 @@ cdef class CoreRuleSet:
         return out
 
     def search(self, str method, CoreGraph graph, CoreCostModel model, double alpha=1.05, int budget=1000,
-               int max_steps=10000, int max_ops=40, int max_states=20000):
+               int max_steps=10000, int max_ops=40, int max_states=20000, bint incremental=True,
+               int store_ops=150000):
         """Runs greedy / backtracking / exhaustive search; returns (CoreGraph, stats)."""
         cdef SearchResult r
         if method == "greedy":
             r = greedy_search(deref(graph.g), deref(self.rules), deref(model.cptr()), max_steps, 1e-9)
         elif method == "backtracking":
-            r = backtracking_search(deref(graph.g), deref(self.rules), deref(model.cptr()), alpha, budget)
+            r = backtracking_search(deref(graph.g), deref(self.rules), deref(model.cptr()), alpha, budget,
+                                    incremental, store_ops)
         elif method == "exhaustive":
             r = exhaustive_search(deref(graph.g), deref(self.rules), deref(model.cptr()), max_ops, max_states)
         else:
@@ -439,5 +453,6 @@ cdef class CoreRuleSet:
         cdef CoreGraph out = CoreGraph.__new__(CoreGraph)
         out.g = make_unique[Graph](r.graph)
         stats = {"initial_cost": r.initial_cost, "final_cost": r.final_cost, "expansions": r.expansions,
-                 "graphs_seen": r.graphs_seen, "applied": list(r.applied), "complete": r.complete}
+                 "graphs_seen": r.graphs_seen, "applied": list(r.applied), "complete": r.complete,
+                 "graphs_built": r.graphs_built, "peak_graphs_stored": r.peak_graphs_stored}
         return out, stats

@@ -1,6 +1,7 @@
 # Declarations mirrored from the CUDA backend's headers (taso_env/csrc/gpu/).
 from libc.stdint cimport int64_t, uint64_t
 from libcpp cimport bool
+from libcpp.map cimport map
 from libcpp.string cimport string
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
@@ -35,11 +36,20 @@ cdef extern from "common.h" namespace "taso::cuda":
 
 
 cdef extern from "executor.h" namespace "taso::cuda":
+    cdef cppclass OpPlan:
+        int conv_algo
+        int conv_math
+        int conv_fused_call
+        int fuse
+        int threads
+        int items_per_thread
+
     cdef cppclass ExecutorOptions:
         MathMode math
         vector[int] host_fed_ops
         uint64_t seed
         int replicas
+        map[int, OpPlan] plan
 
     cdef cppclass Measurement:
         double median_ms
@@ -61,6 +71,8 @@ cdef extern from "executor.h" namespace "taso::cuda":
         Measurement measure(int warmup, int repeats, int inner) except +raise_cuda_error
         int num_steps()
         size_t arena_bytes()
+        int fused_ops()
+        const map[int, OpPlan]& conv_choices()
 
 
 cdef extern from "op_measure.h" namespace "taso::cuda":
@@ -68,6 +80,8 @@ cdef extern from "op_measure.h" namespace "taso::cuda":
         int copies
         int warmup
         int repeats
+        int threads
+        int items_per_thread
 
     cdef cppclass OpCost:
         string signature
@@ -84,3 +98,23 @@ cdef extern from "op_measure.h" namespace "taso::cuda":
 
 cdef extern from "library_ops.h" namespace "taso::cuda":
     size_t conv_algo_cache_size()
+
+
+cdef extern from "tuning.h" namespace "taso::cuda":
+    cdef cppclass ConvAlgo:
+        int algo
+        int math
+        size_t workspace
+        float ms
+        bool fused
+
+    cdef cppclass FusionSite:
+        int conv
+        int last
+        int mid
+        bool residual
+        int activation
+
+    vector[FusionSite] fusion_sites(const Graph& graph, const vector[int]& host_fed_ops) except +raise_cuda_error
+    vector[ConvAlgo] conv_candidates(const Graph& graph, int conv_id, bool fused_epilogue,
+                                     const vector[int]& host_fed_ops, MathMode math) except +raise_cuda_error

@@ -9,6 +9,7 @@ taso_env.gpu.cuda_backend (CudaBackendError, UnsupportedGraphError) or taso_env.
 
 from cython.operator cimport dereference as deref
 from libc.stdint cimport uintptr_t
+from libcpp.map cimport map
 from libcpp.memory cimport unique_ptr
 from libcpp.string cimport string
 from libcpp.utility cimport pair
@@ -39,6 +40,23 @@ cdef MathMode _math(str math) except *:
     if math == "tf32":
         return MathMode.kTF32
     raise ValueError(f"unknown math mode {math!r}; use 'fp32' (strict) or 'tf32'")
+
+
+_PLAN_KEYS = ("conv_algo", "conv_math", "conv_fused_call", "fuse", "threads", "items_per_thread")
+
+
+cdef OpPlan _op_plan(choice) except *:
+    cdef OpPlan p
+    unknown = set(choice) - set(_PLAN_KEYS)
+    if unknown:
+        raise ValueError(f"unknown tuning-plan knobs {sorted(unknown)}; known: {list(_PLAN_KEYS)}")
+    p.conv_algo = int(choice.get("conv_algo", -1))
+    p.conv_math = int(choice.get("conv_math", -1))
+    p.conv_fused_call = int(choice.get("conv_fused_call", 0))
+    p.fuse = int(choice.get("fuse", -1))
+    p.threads = int(choice.get("threads", 0))
+    p.items_per_thread = int(choice.get("items_per_thread", 0))
+    return p
 
 
 cdef string _s(obj) except *:
@@ -75,13 +93,17 @@ cdef class GpuExecutor:
     cdef unique_ptr[Executor] ex
     cdef object _dtypes
 
-    def __cinit__(self, CoreGraph graph, str math="fp32", host_fed_ops=(), unsigned long long seed=0):
+    def __cinit__(self, CoreGraph graph, str math="fp32", host_fed_ops=(), unsigned long long seed=0, plan=None):
         cdef ExecutorOptions opts
+        cdef OpPlan p
         opts.math = _math(math)
         opts.seed = seed
         opts.replicas = 1
         for op_id in host_fed_ops:
             opts.host_fed_ops.push_back(op_id)
+        for op_id, choice in (plan or {}).items():
+            p = _op_plan(choice)
+            opts.plan[<int>op_id] = p
         self.ex.reset(new Executor(deref(graph.g), opts))
 
     cdef Executor* _get(self) except NULL:
@@ -124,6 +146,20 @@ cdef class GpuExecutor:
         return self._get().num_steps()
 
     @property
+    def fused_ops(self):
+        return self._get().fused_ops()
+
+    def conv_choices(self):
+        """{conv op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each
+        convolution step runs (the executor's own choice where no plan forced one)."""
+        cdef map[int, OpPlan] c = self._get().conv_choices()
+        out = {}
+        for item in c:
+            out[item.first] = {"conv_algo": item.second.conv_algo, "conv_math": item.second.conv_math,
+                               "conv_fused_call": item.second.conv_fused_call, "fuse": item.second.fuse}
+        return out
+
+    @property
     def arena_bytes(self):
         return self._get().arena_bytes()
 
@@ -142,12 +178,16 @@ def measure_ops(CoreGraph graph, str math="fp32"):
             [s.decode() for s in skipped])
 
 
-def measure_op(CoreGraph graph, int op_id, str math="fp32", int copies=100, int warmup=2, int repeats=5):
-    """Milliseconds of op `op_id` of the graph run in isolation (cached per signature)."""
+def measure_op(CoreGraph graph, int op_id, str math="fp32", int copies=100, int warmup=2, int repeats=5,
+               int threads=0, int items_per_thread=0):
+    """Milliseconds of op `op_id` of the graph run in isolation (cached per signature and
+    launch parameters)."""
     cdef OpMeasureOptions o
     o.copies = copies
     o.warmup = warmup
     o.repeats = repeats
+    o.threads = threads
+    o.items_per_thread = items_per_thread
     cdef Op op = deref(graph.g).op(op_id)
     cdef vector[TensorType] types
     for r in op.inputs:
@@ -158,3 +198,25 @@ def measure_op(CoreGraph graph, int op_id, str math="fp32", int copies=100, int 
 def install_measurer(TableModel model, str math="fp32"):
     """Makes the table model measure its misses on this GPU and store them."""
     install_cuda_measurer(deref(model.model), _math(math))
+
+
+def graph_fusion_sites(CoreGraph graph, host_fed_ops=()):
+    """The convolutions whose epilogue the executor fuses by default:
+    [{conv, last, mid, residual, activation}] (op ids; mid -1 when none)."""
+    cdef vector[int] hf
+    for i in host_fed_ops:
+        hf.push_back(i)
+    cdef vector[FusionSite] sites = fusion_sites(deref(graph.g), hf)
+    return [{"conv": s.conv, "last": s.last, "mid": s.mid, "residual": s.residual, "activation": s.activation}
+            for s in sites]
+
+
+def conv_choice_space(CoreGraph graph, int conv_id, bint fused_epilogue, host_fed_ops=(), str math="fp32"):
+    """Every cuDNN choice for Conv2D `conv_id`, timed as the executor runs it:
+    [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
+    cdef vector[int] hf
+    for i in host_fed_ops:
+        hf.push_back(i)
+    cdef vector[ConvAlgo] c = conv_candidates(deref(graph.g), conv_id, fused_epilogue, hf, _math(math))
+    return [{"conv_algo": a.algo, "conv_math": a.math, "conv_fused_call": int(a.fused), "workspace": a.workspace,
+             "ms": a.ms} for a in c]

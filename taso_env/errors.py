@@ -80,3 +80,7 @@ class UnsupportedOpError(ExecutionError):
 
 class ConfigError(TasoEnvError, ValueError):
     """A settings object (a config dataclass, a flag) has an invalid value (names it)."""
+
+
+class TuningError(TasoEnvError, ValueError):
+    """A tuning config, space, record file or plan is invalid (names what and why)."""

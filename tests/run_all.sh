@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q -r requirements.txt -r requirements-test.txt
-"$PY" -m pip install -q .
+"$PY" -m pip install -q ".[ray]"
 cmake -S . -B build/ctest -DRLFLOW_BUILD_PYTHON=OFF -DRLFLOW_BUILD_TESTS=ON > /dev/null
 cmake --build build/ctest -j "$(nproc)" > /dev/null
 ctest --test-dir build/ctest --output-on-failure

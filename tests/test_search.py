@@ -7,6 +7,7 @@ from conftest import MODEL_FILES, MODELS
 
 import taso_env as te
 from taso_env.onnx.check import check_equivalent, random_feeds
+from taso_env.rules.sets import rule_set
 
 
 def _fire_module() -> te.Graph:
@@ -31,9 +32,11 @@ def test_greedy_stops_at_a_local_optimum():
 
 def test_backtracking_beats_greedy_where_a_rewrite_must_first_cost_more():
     g = _fire_module()
-    greedy = te.search(g, "greedy")
-    back = te.search(g, "backtracking", alpha=1.05, budget=200)
+    hand = rule_set("hand")  # the hand-written path; generated rules find other ones
+    greedy = te.search(g, "greedy", rules=hand)
+    back = te.search(g, "backtracking", alpha=1.05, budget=200, rules=hand)
     assert back.final_cost < greedy.final_cost
+    assert te.search(g, "greedy", rules="hand").final_cost == greedy.final_cost  # a set by name
     assert {"enlarge_conv_1x1_to_3x3", "merge_parallel_convs"} <= set(back.rule_fires)
     assert back.speedup == pytest.approx(back.initial_cost / back.final_cost)
     source = g.export_onnx()
@@ -42,9 +45,10 @@ def test_backtracking_beats_greedy_where_a_rewrite_must_first_cost_more():
 
 def test_exhaustive_finds_the_optimum_on_a_small_graph_and_refuses_large_ones():
     g = _fire_module()
-    best = te.search(g, "exhaustive", max_ops=20, max_states=50000)
+    hand = rule_set("hand")  # with every generated rule the reachable space is too large
+    best = te.search(g, "exhaustive", max_ops=20, max_states=50000, rules=hand)
     assert best.complete
-    back = te.search(g, "backtracking", budget=200)
+    back = te.search(g, "backtracking", budget=200, rules=hand)
     assert best.final_cost <= back.final_cost + 1e-12
     with pytest.raises(ValueError, match="refused: the graph has 65 computing ops"):
         te.search(te.load_onnx(MODELS / "squeezenet1_1.onnx"), "exhaustive")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import taso_env as te
 from taso_env.env.collection import CollectConfig, collect
 from taso_env.env.episode import run_episode
 from taso_env.env.features import NUM_OP_TYPES
@@ -38,7 +39,7 @@ from worldmodel.tf_utils import init_optimizer
 from worldmodel.vae_training import VAETrainConfig, make_train_step, train_vae
 
 REPO = Path(__file__).resolve().parent.parent
-N_RULES = 82
+N_RULES = len(te.rules.default())  # derived from the rule set, never hard-coded
 TINY_VAE = dict(latent_dim=4, hidden=16, message_passing_steps=1)
 TINY_M = dict(latent_dim=4, hidden=16, mixtures=2)
 

@@ -3,7 +3,9 @@
     rlflow collect --graphs squeezenet bert_base --episodes 1000 --policy random_best_location \
         --workers 2 --horizon 20 --out runs/demo/rollouts.h5
 
-Episode i plays graphs[i % len(graphs)] with seed + i, in parallel worker processes.
+Episode i plays graphs[i % len(graphs)] with seed + i, in parallel worker processes,
+or as Ray tasks with --ray [ADDRESS] (a private loopback-only Ray, or the cluster at
+ADDRESS; `pip install rlflow[ray]`): the same episodes, byte for byte.
 Rerunning the same command resumes (a killed run loses at most the episodes in flight);
 --restart starts over. The settings are saved as the "collect" section of
 runs/<name>/config.json, and a rerun with other data-defining settings is refused. The
@@ -32,5 +34,5 @@ def run(args: argparse.Namespace) -> int:
     result = collect(config_from_args(CollectConfig, args), restart=args.restart)
     rate = result.steps / result.seconds if result.seconds > 0 else 0.0
     print(f"{args.out}: {result.total} episodes ({result.collected} collected now, {result.steps} steps "
-          f"in {result.seconds:.1f} s, {rate:.0f} steps/s)")
+          f"in {result.seconds:.1f} s, {rate:.0f} steps/s; {result.backend})")
     return 0

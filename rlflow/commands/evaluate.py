@@ -8,7 +8,9 @@ optimisation_time.png, quality_vs_real_steps.png, TensorBoard
 summaries and every optimised graph as ONNX to --out (default runs/<name>/eval). Every
 optimised graph is checked against the original in onnxruntime before it is reported.
 --measure cuda adds GPU-measured runtimes (an error where the CUDA backend is absent).
-Graphs whose family no training graph shares are marked held-out.
+Graphs whose family no training graph shares are marked held-out. --ray [ADDRESS] runs
+every (graph, agent) pair as a Ray task (controller.ray_evaluation): on a private
+loopback-only Ray, or on the cluster at ADDRESS (`pip install rlflow[ray]`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", help="trained run folder (needed for the controller agent)")
     parser.add_argument("--out", help="output folder (default: <run>/eval)")
     add_config_flags(parser, EvalConfig, title="evaluation (EvalConfig)")
+    parser.add_argument("--ray", nargs="?", const="local", default="", metavar="ADDRESS",
+                        help="run the (graph, agent) jobs as Ray tasks: alone, on a private Ray bound to "
+                             "127.0.0.1; with an address (host:port, auto, ray://...), on that cluster")
     for action in parser._actions:
         if action.dest == "agents":
             action.choices = AGENTS
@@ -41,7 +46,12 @@ def run(args: argparse.Namespace) -> int:
         if agent in config.agents and not args.run:
             raise FileNotFoundError(f"the {agent} agent needs --run <trained run folder>")
     out = Path(args.out) if args.out else RunFolder(args.run or "runs/eval").eval_dir
-    rows = evaluate(config, args.run, out)
+    if args.ray:
+        from controller.ray_evaluation import evaluate_on_ray
+
+        rows = evaluate_on_ray(config, args.run, out, address=args.ray)
+    else:
+        rows = evaluate(config, args.run, out)
     print(markdown(rows))
     print(f"\nwrote {out}/results.md, results.json, results.csv, learning_curves.json, runtime.png, "
           "speedup.png, optimisation_time.png, quality_vs_real_steps.png, tb/")

@@ -2,6 +2,7 @@
 
     rlflow optimize data/models/squeezenet1_1.onnx -o runs/optimize/squeezenet.onnx
     rlflow optimize bert_base --method greedy --cost-model analytic:h100-tf32
+    rlflow optimize nasbench --method eqsat --time-limit 10    # equality saturation (egglog)
     rlflow optimize resnet50 --measure cuda --math tf32      # on a GPU machine
 
 Prints the estimated cost before and after, the search time and how often each rule
@@ -25,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default="backtracking", choices=METHODS)
     parser.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation (default: 1.05)")
     parser.add_argument("--budget", type=int, default=1000, help="backtracking's expansions (default: 1000)")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="eqsat's saturation seconds (default: 10)")
+    parser.add_argument("--node-limit", type=int, default=20000, help="eqsat's e-graph size (default: 20000)")
     parser.add_argument("--cost-model", default="analytic:h100",
                         help="analytic[:profile], table:<file or shipped name> or cuda (default: analytic:h100)")
     parser.add_argument("--json", help="write the results as JSON here")
@@ -47,13 +50,17 @@ def run(args: argparse.Namespace) -> int:
         from taso_env.gpu import cuda_backend
 
         cuda_backend.require()  # fail before the search, not after it
-    result = te.search(graph, args.method, alpha=args.alpha, budget=args.budget)
+    extra = {"time_limit": args.time_limit, "node_limit": args.node_limit} if args.method == "eqsat" else {}
+    result = te.search(graph, args.method, alpha=args.alpha, budget=args.budget, **extra)
     print(f"# {graph.name}: {args.method} search ({args.cost_model})")
     print(f"estimated cost: {result.initial_cost:.4f} ms -> {result.final_cost:.4f} ms "
           f"(speedup {result.speedup:.3f}x)")
     print(f"compute ops: {graph.num_ops} -> {result.graph.num_ops}")
     print(f"search time: {result.seconds:.2f} s, {result.expansions} expansions, "
           f"{result.graphs_seen} graphs seen")
+    if result.details:
+        print("details: " + ", ".join(f"{k} {v}" for k, v in result.details.items()
+                                      if not isinstance(v, dict)))
     rows = [{"rule": name, "fired": n} for name, n in result.rule_fires.most_common()]
     print("\n" + (markdown_table(rows, ["rule", "fired"]) if rows else "no rule fired"))
 

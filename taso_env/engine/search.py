@@ -18,7 +18,7 @@ from taso_env.engine import real_work
 from taso_env.engine.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
 from taso_env.engine.graph import Graph
 
-METHODS = ("greedy", "backtracking", "exhaustive")
+METHODS = ("greedy", "backtracking", "exhaustive", "eqsat")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,15 @@ def _core_model(model: str | CostModel | None):
 
 
 def _rules(rule_set):
-    return rule_set if rule_set is not None else rules_module.default()
+    """A RuleSet, a rule-set name of taso_env.rules.sets ("hand", "all", ...) or None
+    (every shipped rule)."""
+    if rule_set is None:
+        return rules_module.default()
+    if isinstance(rule_set, str):
+        from taso_env.rules.sets import rule_set as named_rule_set
+
+        return named_rule_set(rule_set)
+    return rule_set
 
 
 def _wrap(graph: Graph, core) -> Graph:
@@ -83,7 +91,10 @@ class SearchResult:
     graphs_seen: int
     applied: list[int]
     complete: bool
+    graphs_built: int = 0
+    peak_graphs_stored: int = 0
     rule_fires: Counter = field(default_factory=Counter)
+    details: dict = field(default_factory=dict)  # method-specific figures (eqsat: e-graph size, stop, ...)
 
     @property
     def speedup(self) -> float:
@@ -92,14 +103,23 @@ class SearchResult:
 
 def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, budget: int = 1000,
            max_steps: int = 10000, max_ops: int = 40, max_states: int = 20000, rules=None,
-           model: str | CostModel | None = None) -> SearchResult:
+           model: str | CostModel | None = None, incremental: bool = True,
+           store_ops: int = 150000, **eqsat_options) -> SearchResult:
     """Optimises `graph` with a search baseline.
 
     Args:
         method: "greedy" (best improving rewrite until none), "backtracking" (TASO's
             cost-ordered search keeping graphs under alpha * best cost, `budget`
             expansions) or "exhaustive" (every reachable graph; refuses graphs with more
-            than `max_ops` computing ops or more than `max_states` reachable graphs).
+            than `max_ops` computing ops or more than `max_states` reachable graphs) or
+            "eqsat" (equality saturation on egglog; `eqsat_options` such as node_limit,
+            time_limit, seed: see taso_env.engine.eqsat.eqsat_search).
+        incremental: backtracking scores children from their candidates (exact cost
+            delta and child hash, no graph built) and builds a graph only when it is
+            expanded; False builds every child (the slow reference it must equal).
+        store_ops: incremental backtracking keeps at most this many ops' worth of
+            expanded graphs (at least 4 graphs) and rebuilds evicted ones by replaying
+            rewrites, so memory stays bounded whatever the budget.
 
     Raises:
         ValueError: unknown method, bad alpha/budget, or an exhaustive-search limit.
@@ -107,16 +127,24 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
     if method not in METHODS:
         raise ValueError(f"unknown search method {method!r}; use one of {METHODS}")
     real_work.record("search")
+    if method == "eqsat":
+        from taso_env.engine.eqsat import eqsat_search
+
+        return eqsat_search(graph, alpha=alpha, budget=budget, rules=rules, model=model, **eqsat_options)
+    if eqsat_options:
+        raise ValueError(f"options {sorted(eqsat_options)} are for method 'eqsat' only")
     rule_set = _rules(rules)
     start = time.perf_counter()
     core, stats = rule_set.core.search(method, graph._core, _core_model(model), alpha=alpha, budget=budget,
-                                       max_steps=max_steps, max_ops=max_ops, max_states=max_states)
+                                       max_steps=max_steps, max_ops=max_ops, max_states=max_states,
+                                       incremental=incremental, store_ops=store_ops)
     seconds = time.perf_counter() - start
     names = rule_set.names()
     return SearchResult(
         graph=_wrap(graph, core), method=method, initial_cost=stats["initial_cost"],
         final_cost=stats["final_cost"], seconds=seconds, expansions=stats["expansions"],
         graphs_seen=stats["graphs_seen"], applied=stats["applied"], complete=stats["complete"],
+        graphs_built=stats["graphs_built"], peak_graphs_stored=stats["peak_graphs_stored"],
         rule_fires=Counter(names[i] for i in stats["applied"]))
 
 

@@ -8,12 +8,15 @@ Episode i plays graph `graphs[i % len(graphs)]` from `reset(seed=seed + i)` with
 policy seeded the same way, so it does not depend on which worker ran it or on whether
 the run was interrupted: a resumed run collects exactly the episodes an uninterrupted
 one would have, and only those still missing. Workers (spawned processes) pull episode
-ids from a task queue and send packed episodes back; the parent is the single writer
+ids from a task queue and send encoded episodes (the episode file's bytes,
+`encode_episode`) back; the parent is the single writer
 (taso_env.env.rollouts.RolloutWriter). Workers die with the parent, even on SIGKILL.
+With `ray` set the episodes run as Ray tasks instead (taso_env.env.ray_collection: the
+same episodes, the same bytes, the same writer); without it Ray is never imported.
 
 The run's settings are saved as the "collect" section of `runs/<name>/config.json`; a
 rerun with different data-defining settings is refused (ConfigMismatchError) unless it
-restarts. `workers` may change between runs and `episodes` may grow.
+restarts. `workers` and `ray` may change between runs and `episodes` may grow.
 """
 
 from __future__ import annotations
@@ -26,18 +29,19 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from tqdm import tqdm
 
 from taso_env.env.episode import run_episode
-from taso_env.env.rollouts import RolloutMeta, RolloutWriter, pack_episode
+from taso_env.env.rollouts import EncodedEpisode, RolloutMeta, RolloutWriter, encode_episode, pack_episode
 from taso_env.errors import ConfigError, TasoEnvError
 from taso_env.run_folder import ConfigMismatchError, RunFolder
 
 POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy")
-RESUMABLE_FIELDS = ("workers", "episodes", "out")  # may differ on a resumed run
+RESUMABLE_FIELDS = ("workers", "episodes", "out", "ray")  # may differ on a resumed run
 COLLECT_SECTION = "collect"  # its section of runs/<name>/config.json
+WRITE_THREADS = 4  # the writer's threads: their fsyncs overlap (RolloutWriter)
 
 
 class CollectionError(TasoEnvError, RuntimeError):
@@ -54,11 +58,16 @@ class CollectConfig:
         out: the rollout index file, runs/<name>/rollouts.h5.
         policy: "random", "random_best_location", "greedy" or "epsilon_greedy"
             (taso_env.env.policies).
-        workers: worker processes; 0 plays in this process.
+        workers: worker processes; 0 plays in this process. With ray: episodes in
+            flight at once (0: one per CPU of the cluster), and a local Ray's CPUs.
         horizon / cost_model / max_locations: the env's settings (EnvConfig).
         seed: episode i uses seed + i.
         epsilon: random-action probability of epsilon_greedy.
         stop_prob: per-step stop probability of the random policy.
+        ray: run the episodes as Ray tasks (needs `pip install rlflow[ray]`): the flag
+            alone ("local") starts a private Ray bound to 127.0.0.1 only; an address
+            (host:port of a cluster's head, "auto", ray://host:10001) joins that
+            cluster, whose nodes need rlflow installed. Empty: worker processes.
     """
 
     graphs: tuple[str, ...]
@@ -72,6 +81,7 @@ class CollectConfig:
     max_locations: int = 128
     epsilon: float = 0.3
     stop_prob: float = 0.0
+    ray: str = field(default="", metadata={"const": "local", "metavar": "ADDRESS"})
 
     def __post_init__(self):
         object.__setattr__(self, "graphs", tuple(self.graphs))
@@ -98,6 +108,44 @@ class CollectResult:
     total: int  # episodes in the file now
     steps: int  # env steps of the episodes written by this call
     seconds: float
+    backend: str = ""  # backend_name(cfg)
+    driver_seconds: float = 0.0  # wall time this process spent on arrived episodes: fetching, writing, progress
+    driver_cpu_seconds: float = 0.0  # CPU time of this process (all its threads) from the first arrival on
+
+
+def backend_name(cfg: CollectConfig) -> str:
+    """What collects the episodes, as the rollout index records it (collect_backend)."""
+    if cfg.ray:
+        from taso_env.ray_cluster import describe
+
+        return describe(cfg.ray, cfg.workers)
+    return "in-process" if cfg.workers == 0 else f"multiprocessing ({cfg.workers} workers)"
+
+
+class DriverClock:
+    """What collecting costs this process: `seconds` adds up the wall time of the `with`
+    blocks (work on arrived episodes, not waiting); `cpu_seconds` is the CPU time of the
+    whole process, every thread (Ray's receiving threads, the writer's), from the first
+    block's start to the last one's end, so start-up is left out."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._cpu_first: float | None = None
+        self._cpu_last = 0.0
+
+    @property
+    def cpu_seconds(self) -> float:
+        return 0.0 if self._cpu_first is None else self._cpu_last - self._cpu_first
+
+    def __enter__(self) -> DriverClock:
+        if self._cpu_first is None:
+            self._cpu_first = time.process_time()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds += time.perf_counter() - self._start
+        self._cpu_last = time.process_time()
 
 
 def make_env(cfg: CollectConfig):
@@ -127,6 +175,12 @@ def play(cfg: CollectConfig, env, policy, meta: RolloutMeta, episode_id: int) ->
     return pack_episode(episode, episode_id=episode_id, seed=seed, meta=meta, policy=cfg.policy)
 
 
+def play_encoded(cfg: CollectConfig, env, policy, meta: RolloutMeta, episode_id: int) -> EncodedEpisode:
+    """Plays episode `episode_id` and encodes it as its episode file: what every
+    backend's workers return."""
+    return encode_episode(play(cfg, env, policy, meta, episode_id), episode_id)
+
+
 def _die_with_parent(parent_pid: int) -> None:
     if sys.platform.startswith("linux"):
         import ctypes
@@ -144,7 +198,7 @@ def _worker(cfg: CollectConfig, meta: RolloutMeta, tasks, results, parent_pid: i
         env = make_env(cfg)
         policy = make_collect_policy(cfg, env)
         while (episode_id := tasks.get()) is not None and os.getppid() == parent_pid:
-            results.put(("episode", episode_id, play(cfg, env, policy, meta, episode_id)))
+            results.put(("episode", episode_id, play_encoded(cfg, env, policy, meta, episode_id)))
     except BaseException:  # report everything, the parent decides
         results.put(("error", episode_id, traceback.format_exc()))
 
@@ -177,13 +231,16 @@ def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None 
             episodes than the run already has.
         RuleSetMismatchError: the stored episodes used another rule set.
         CollectionError: a worker failed.
+        RayUnavailableError / RayClusterError: `cfg.ray` is set but Ray is not installed
+            or its cluster cannot be started or reached (taso_env.ray_cluster).
     """
     start = time.perf_counter()
     check_config(cfg, restart)
     os.makedirs(cfg.run_dir, exist_ok=True)
     env = make_env(cfg)
-    meta = RolloutMeta.from_env(env, collect_config=cfg.to_json())
-    with RolloutWriter(cfg.out, meta, restart=restart) as writer:
+    backend = backend_name(cfg)
+    meta = RolloutMeta.from_env(env, collect_config=cfg.to_json(), collect_backend=backend)
+    with RolloutWriter(cfg.out, meta, restart=restart, write_threads=WRITE_THREADS) as writer:
         extra = sorted(i for i in writer.episode_ids if i >= cfg.episodes)
         if extra:
             raise ConfigMismatchError(cfg.out, {"episodes": (max(writer.episode_ids) + 1, cfg.episodes)})
@@ -192,22 +249,34 @@ def collect(cfg: CollectConfig, *, restart: bool = False, progress: bool | None 
         bar = tqdm(total=cfg.episodes, initial=cfg.episodes - len(todo), unit="episode",
                    disable=not (sys.stderr.isatty() if progress is None else progress))
         steps = 0
+        clock = DriverClock()
         with bar:
-            for episode_id, packed in _episodes(cfg, meta, env, todo):
-                writer.write(episode_id, packed)
-                steps += packed["attrs"]["total_steps"]
-                bar.update(1)
-                bar.set_postfix(steps_per_s=f"{steps / (time.perf_counter() - start):.0f}")
+            for episode in _episodes(cfg, meta, env, todo, clock):
+                with clock:
+                    writer.write_encoded(episode)
+                    steps += episode.total_steps
+                    bar.update(1)
+                    bar.set_postfix(steps_per_s=f"{steps / (time.perf_counter() - start):.0f}")
+            with clock:
+                writer.flush()  # the episodes still being stored
         total = len(writer.episode_ids)
-    return CollectResult(len(todo), total, steps, time.perf_counter() - start)
+    return CollectResult(len(todo), total, steps, time.perf_counter() - start, backend, clock.seconds,
+                         clock.cpu_seconds)
 
 
-def _episodes(cfg: CollectConfig, meta: RolloutMeta, env, todo: list[int]):
-    """(episode id, packed episode) for every id in `todo`, in completion order."""
-    if cfg.workers == 0 or not todo:
+def _episodes(cfg: CollectConfig, meta: RolloutMeta, env, todo: list[int], clock: DriverClock):
+    """The encoded episode of every id in `todo`, in completion order."""
+    if not todo:
+        return
+    if cfg.ray:
+        from taso_env.env.ray_collection import ray_episodes
+
+        yield from ray_episodes(cfg, meta, todo, clock)
+        return
+    if cfg.workers == 0:
         policy = make_collect_policy(cfg, env)
         for i in todo:
-            yield i, play(cfg, env, policy, meta, i)
+            yield play_encoded(cfg, env, policy, meta, i)
         return
     ctx = mp.get_context("spawn")
     tasks, results = ctx.Queue(), ctx.Queue()
@@ -224,7 +293,7 @@ def _episodes(cfg: CollectConfig, meta: RolloutMeta, env, todo: list[int]):
             kind, episode_id, payload = _next_result(results, workers)
             if kind == "error":
                 raise CollectionError(f"worker failed on episode {episode_id}:\n{payload}")
-            yield episode_id, payload
+            yield payload
         finished = True
     finally:
         for w in workers:

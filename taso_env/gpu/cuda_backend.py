@@ -177,13 +177,17 @@ class Executor:
             deterministic random data on the device.
         opaque: "error" or "host" (see the module docstring).
         seed: seed of the device-side random data.
+        plan: the implementation choices per op (taso_env.tuning, docs/tuning.md):
+            "auto" (default) runs the tuned plan stored for this graph, device and math
+            mode if there is one (taso_env.tuning.plan_store), else the executor's own
+            choices; None always the executor's own; or a {op id: {knob: value}} dict.
 
     Raises:
         CudaUnavailableError, UnsupportedGraphError, CudaBackendError.
     """
 
     def __init__(self, graph: Graph, *, math: str = "fp32", weights: Mapping[str, np.ndarray] | None = None,
-                 opaque: str = "error", seed: int = 0):
+                 opaque: str = "error", seed: int = 0, plan: str | Mapping[int, Mapping[str, int]] | None = "auto"):
         if opaque not in ("error", "host"):
             raise ValueError(f"opaque must be 'error' or 'host', got {opaque!r}")
         mod = require()
@@ -191,7 +195,15 @@ class Executor:
         self.math = _check_math(math)
         self.opaque_ids = _opaque_ops(graph) if opaque == "host" else []
         self._weights = {**graph.weights, **(weights or {})}
-        self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed)
+        if isinstance(plan, str):
+            if plan != "auto":
+                raise ValueError(f"plan must be 'auto', None or a {{op id: choices}} mapping, got {plan!r}")
+            from taso_env.tuning import plan_store
+
+            plan = plan_store.lookup(graph, self.math)
+        #: the tuning plan this executor runs ({} = the executor's own choices)
+        self.plan = {int(k): dict(v) for k, v in (plan or {}).items()}
+        self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed, self.plan)
         for name, value in self._weights.items():
             self._ex.set_source(name, np.asarray(value))
 
@@ -233,6 +245,16 @@ class Executor:
     def num_steps(self) -> int:
         """Ops run per execution (constant ops are folded once, before the first run)."""
         return self._ex.num_steps
+
+    @property
+    def fused_ops(self) -> int:
+        """Ops folded into a convolution's epilogue."""
+        return self._ex.fused_ops
+
+    def conv_choices(self) -> dict[int, dict[str, int]]:
+        """{Conv2D op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each
+        convolution step runs."""
+        return self._ex.conv_choices()
 
     def close(self) -> None:
         """Frees the device memory now (also done when the object is collected)."""
@@ -277,3 +299,23 @@ def measure_op(graph: Graph, op_id: int, math: str = "fp32") -> float:
 def install_measurer(core_table_model, math: str = "fp32") -> None:
     """Makes a C++ table model (taso_env._core.TableModel) measure its misses here."""
     require().install_measurer(core_table_model, _check_math(math))
+
+
+def measure_op_launch(graph: Graph, op_id: int, threads: int, items_per_thread: int, math: str = "fp32") -> float:
+    """GPU time (ms) of op `op_id` in isolation with our kernels launched with `threads`
+    per block and `items_per_thread` elements per thread."""
+    return require().measure_op(graph._core, op_id, _check_math(math), threads=threads,
+                                items_per_thread=items_per_thread)
+
+
+def fusion_sites(graph: Graph, host_fed_ops=()) -> list[dict]:
+    """The convolutions whose epilogue the executor fuses by default: [{conv, last, mid,
+    residual, activation}] (op ids; mid -1 when none)."""
+    return require().graph_fusion_sites(graph._core, list(host_fed_ops))
+
+
+def conv_choice_space(graph: Graph, conv_id: int, fused_epilogue: bool, host_fed_ops=(),
+                      math: str = "fp32") -> list[dict]:
+    """Every cuDNN choice cuDNN runs for Conv2D `conv_id` (epilogue fused or not), each
+    timed as the executor runs it: [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
+    return require().conv_choice_space(graph._core, conv_id, fused_epilogue, list(host_fed_ops), _check_math(math))

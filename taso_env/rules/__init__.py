@@ -17,7 +17,7 @@ from taso_env import _core
 from taso_env.errors import TasoEnvError
 
 RULES_DIR = Path(__file__).resolve().parent
-_RULE_KEYS = {"id", "name", "doc", "source", "target", "shapes", "constraints", "examples"}
+_RULE_KEYS = {"id", "name", "doc", "source", "target", "shapes", "constraints", "examples", "provenance"}
 _PATTERN_KEYS = {"ops", "outputs"}
 _OP_KEYS = {"name", "type", "inputs", "attrs"}
 
@@ -113,10 +113,11 @@ class RuleSet:
 def build_rule_set(specs: list[dict]) -> RuleSet:
     """Compiles rule specs (checked again by the C++ engine: op types, references,
     expressions)."""
-    canonical = json.dumps([{k: v for k, v in r.items() if k not in ("doc", "examples", "family")}
+    canonical = json.dumps([{k: v for k, v in r.items() if k not in ("doc", "examples", "family", "provenance")}
                             for r in specs], sort_keys=True)
     try:
-        core = _core.CoreRuleSet([{k: v for k, v in r.items() if k != "examples"} for r in specs])
+        core = _core.CoreRuleSet([{k: v for k, v in r.items() if k not in ("examples", "provenance")}
+                                 for r in specs])
     except (ValueError, KeyError) as e:
         raise RuleFormatError(str(e)) from None
     return RuleSet(tuple(specs), core, hashlib.sha256(canonical.encode()).hexdigest()[:16])

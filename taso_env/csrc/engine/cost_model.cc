@@ -6,17 +6,19 @@
 
 namespace taso {
 
+bool is_constant_op(OpType type, bool has_inputs, bool all_inputs_constant) {
+  if (is_constant_source(type)) return true;
+  if (is_source_op(type) || !has_inputs || type == OpType::kOpaque) return false;
+  return all_inputs_constant;
+}
+
 std::vector<char> constant_ops(const Graph& graph) {
   std::vector<char> constant(graph.num_ops(), 0);
   for (int i = 0; i < graph.num_ops(); ++i) {
     const Op& op = graph.op(i);
-    if (is_constant_source(op.type)) {
-      constant[i] = 1;
-    } else if (!is_source_op(op.type) && !op.inputs.empty() && op.type != OpType::kOpaque) {
-      bool all = true;
-      for (const TensorRef& r : op.inputs) all = all && constant[r.op];
-      constant[i] = all;
-    }
+    bool all = true;
+    for (const TensorRef& r : op.inputs) all = all && constant[r.op];
+    constant[i] = is_constant_op(op.type, !op.inputs.empty(), all);
   }
   return constant;
 }
@@ -40,6 +42,12 @@ std::vector<double> CostModel::op_costs_ms(const Graph& graph) const {
 double CostModel::graph_cost_ms(const Graph& graph) const {
   double total = 0;
   for (double c : op_costs_ms(graph)) total += c;
+  return total;
+}
+
+int64_t CostModel::graph_cost_units(const Graph& graph) const {
+  int64_t total = 0;
+  for (double c : op_costs_ms(graph)) total += cost_units(c);
   return total;
 }
 

@@ -1,7 +1,6 @@
 // Graph construction (validation + shape inference), structure queries and the
-// canonical hash.
+// canonical hash (the hash itself is in graph_hash.cc).
 #include <algorithm>
-#include <cstring>
 #include <deque>
 #include <unordered_set>
 
@@ -9,46 +8,6 @@
 #include "taso/graph.h"
 
 namespace taso {
-namespace {
-
-// splitmix64-based mixing: good avalanche, cheap, deterministic across runs.
-uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t hash_string(uint64_t h, const std::string& s) {
-  uint64_t fnv = 1469598103934665603ULL;
-  for (unsigned char ch : s) fnv = (fnv ^ ch) * 1099511628211ULL;
-  return mix(mix(h, fnv), s.size());
-}
-
-uint64_t hash_type(uint64_t h, const TensorType& t) {
-  h = mix(h, static_cast<uint64_t>(t.dtype));
-  h = mix(h, t.shape.size());
-  for (int64_t d : t.shape) h = mix(h, static_cast<uint64_t>(d));
-  return h;
-}
-
-uint64_t hash_attrs(uint64_t h, const Attrs& a) {
-  for (const auto& kv : a.ints) {
-    h = hash_string(h, kv.first);
-    h = mix(h, kv.second.size());
-    for (int64_t v : kv.second) h = mix(h, static_cast<uint64_t>(v));
-  }
-  for (const auto& kv : a.floats) {
-    h = hash_string(h, kv.first);
-    uint64_t bits;
-    std::memcpy(&bits, &kv.second, sizeof bits);
-    h = mix(h, bits);
-  }
-  for (const auto& kv : a.strings) h = hash_string(hash_string(h, kv.first), kv.second);
-  return h;
-}
-
-}  // namespace
 
 int Graph::add_op(const OpSpec& spec) {
   OpType type = op_type_from_name(spec.type);
@@ -154,33 +113,6 @@ std::vector<int> Graph::topological_order() const {
     for (const TensorRef& r : ops_[i].inputs) deps[i].push_back(r.op);
   }
   return topological_sort(deps, names);
-}
-
-std::vector<uint64_t> Graph::op_hashes() const {
-  std::vector<uint64_t> h(ops_.size());
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    const Op& op = ops_[i];
-    uint64_t v = mix(0x7a5f0c1d2e3b4a59ULL, static_cast<uint64_t>(op.type));
-    if (is_source_op(op.type)) v = hash_string(v, op.name);
-    v = hash_attrs(v, op.attrs);
-    for (const TensorType& t : op.outputs) v = hash_type(v, t);
-    for (const TensorRef& r : op.inputs) v = mix(mix(v, h[r.op]), static_cast<uint64_t>(r.index));
-    h[i] = v;
-  }
-  return h;
-}
-
-uint64_t Graph::hash() const {
-  std::vector<uint64_t> h = op_hashes();
-  std::vector<uint64_t> sorted = h;
-  std::sort(sorted.begin(), sorted.end());
-  uint64_t v = mix(0x3c6ef372fe94f82bULL, sorted.size());
-  for (uint64_t x : sorted) v = mix(v, x);
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    v = hash_string(v, output_names_[i]);
-    v = mix(mix(v, h[outputs_[i].op]), static_cast<uint64_t>(outputs_[i].index));
-  }
-  return v;
 }
 
 OpWork Graph::op_work(int id) const {

@@ -1,11 +1,44 @@
 // RuleSet: compiles the rule specs, lists candidates (rule, location, cost delta) and
 // applies one, rebuilding the graph in topological order. Matching and planning are in
 // rule_match.cc; the compiled form of a rule is in rule_internal.h.
+#include <cstdio>
+
 #include "rule_internal.h"
 
 namespace taso {
 
 using namespace rule_detail;
+
+namespace {
+
+// A text that is equal for two source patterns exactly when they match the same way.
+void write_expr(std::string& out, const Expr& e) {
+  out += "(" + std::to_string(e.kind) + ":" + e.name + ":";
+  for (int64_t v : e.ints) out += std::to_string(v) + ",";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", e.number);
+  out += buf;
+  for (const Expr& a : e.args) write_expr(out, a);
+  out += ")";
+}
+
+std::string source_key(const Pattern& p) {
+  std::string out;
+  for (const PatternOp& op : p.ops) {
+    out += op.name + "=" + op.type + "(";
+    for (const std::string& in : op.inputs) out += in + ",";
+    out += "){";
+    for (const auto& kv : op.attrs) {
+      out += kv.first + ":";
+      write_expr(out, kv.second);
+    }
+    out += "};";
+  }
+  for (const std::string& o : p.outputs) out += o + ",";
+  return out;
+}
+
+}  // namespace
 
 
 RuleSet::RuleSet(std::vector<RuleSpec> specs) {
@@ -15,6 +48,12 @@ RuleSet::RuleSet(std::vector<RuleSpec> specs) {
                        std::to_string(i) + " (ids are the action indices: 0..n-1 in order)");
     rules_.push_back(std::make_unique<Compiled>(std::move(specs[i])));
   }
+  std::map<std::string, int> first_with_source;
+  for (int r = 0; r < size(); ++r)
+    match_group_.push_back(first_with_source.emplace(source_key(rules_[r]->spec.source), r).first->second);
+  rules_by_anchor_.resize(kNumOpTypes);
+  for (int r = 0; r < size(); ++r)
+    rules_by_anchor_[static_cast<int>(rules_[r]->source[rules_[r]->order[0]].type)].push_back(r);
 }
 
 RuleSet::~RuleSet() = default;
@@ -27,25 +66,43 @@ const RuleSpec& RuleSet::spec(int id) const {
   return rules_[id]->spec;
 }
 
-std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& model, int rule_id) const {
-  GraphFacts facts(graph, &model);
+std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& model, int rule_id,
+                                          bool child_hashes) const {
+  if (rule_id >= size()) throw IndexError("rule id " + std::to_string(rule_id) + " out of range");
+  GraphFacts facts(graph, &model, child_hashes);
+  std::vector<int> ids;  // rules anchored on an op type the graph has, in id order
+  if (rule_id >= 0) {
+    ids.push_back(rule_id);
+  } else {
+    for (int t = 0; t < kNumOpTypes; ++t)
+      if (!facts.ops_by_type[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
+    std::sort(ids.begin(), ids.end());
+  }
   std::vector<Candidate> out;
-  for (int r = 0; r < size(); ++r) {
-    if (rule_id >= 0 && r != rule_id) continue;
+  std::set<std::vector<int>> seen;
+  std::map<int, std::vector<Match>> group_matches;  // source-pattern group -> its matches
+  for (int r : ids) {
     const Compiled& rule = *rules_[r];
-    std::set<std::vector<int>> seen;
-    Match m = empty_match(rule);
-    search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) {
+    seen.clear();
+    auto group = group_matches.find(match_group_[r]);
+    if (group == group_matches.end()) {
+      std::vector<Match> found_all;
+      Match m = empty_match(rule);
+      search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); });
+      group = group_matches.emplace(match_group_[r], std::move(found_all)).first;
+    }
+    for (const Match& found : group->second) {
       std::vector<int> key = found.ops;
       std::sort(key.begin(), key.end());
-      if (seen.count(key)) return;
+      if (seen.count(key)) continue;
       Match mm = found;
       Plan plan;
-      if (!validate(rule, facts, mm, plan)) return;
+      if (!validate(rule, facts, mm, plan)) continue;
       seen.insert(key);
       find_dead_ops(rule, facts, mm, plan);
-      out.push_back({r, found.ops, cost_delta(rule, facts, mm, plan, model)});
-    });
+      Effect e = rewrite_effect(rule, facts, mm, plan, model);
+      out.push_back({r, found.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash});
+    }
   }
   return out;
 }

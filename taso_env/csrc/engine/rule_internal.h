@@ -11,6 +11,7 @@
 
 #include "rule_expr.h"
 #include "taso/errors.h"
+#include "taso/graph_hash.h"
 #include "taso/rule.h"
 
 namespace taso {
@@ -31,17 +32,39 @@ struct CompiledOp {
   int required_inputs = 0;
 };
 
-// Per-call graph facts shared by all rules.
+// Per-call graph facts shared by all rules. With a model: each op's cost in integer
+// units (cost_units); with hashes: each op's content and Merkle hash and the graph hash
+// (taso/graph_hash.h), so that a rewrite's child hash can be computed without it.
 struct GraphFacts {
   const Graph& graph;
   std::vector<std::vector<std::vector<std::pair<int, int>>>> consumers;
   std::vector<char> is_output;  // per op: some output is a graph output
   std::set<TensorRef> output_tensors;
   std::vector<char> constant;
-  std::vector<double> op_costs;
+  std::vector<int64_t> op_units;
   std::vector<std::vector<int>> ops_by_type;
+  bool hashes = false;
+  std::vector<uint64_t> local_hash, merkle;
+  std::vector<uint64_t> output_name_hash;
+  uint64_t graph_hash = 0;
+  // Per-op marks that rewrite_effect reuses across calls (generation-stamped).
+  struct Scratch {
+    uint32_t generation = 0;
+    std::vector<uint32_t> queued, changed, replaced;
+    std::vector<uint64_t> hash;
+    std::vector<char> constant;
+  };
+  mutable Scratch scratch;
+  // Flat inputs (in_refs[in_start[i] .. in_start[i+1]]) and how each op's constant-ness
+  // follows from its inputs: 0 never constant, 1 always, 2 when all inputs are.
+  std::vector<int> in_start;
+  std::vector<TensorRef> in_refs;
+  // Flat readers of any output of each op (out_ops[out_start[i] .. out_start[i+1]]).
+  std::vector<int> out_start;
+  std::vector<int> out_ops;
+  std::vector<uint8_t> constant_rule;
 
-  GraphFacts(const Graph& g, const CostModel* model) : graph(g) {
+  GraphFacts(const Graph& g, const CostModel* model, bool with_hashes = false) : graph(g), hashes(with_hashes) {
     consumers = g.consumers();
     is_output.assign(g.num_ops(), 0);
     for (const TensorRef& t : g.outputs()) {
@@ -50,11 +73,43 @@ struct GraphFacts {
     }
     constant = constant_ops(g);
     if (model) {
-      op_costs.resize(g.num_ops());
-      for (int i = 0; i < g.num_ops(); ++i) op_costs[i] = model->op_cost_ms(g, i, constant);
+      op_units.resize(g.num_ops());
+      for (int i = 0; i < g.num_ops(); ++i) op_units[i] = cost_units(model->op_cost_ms(g, i, constant));
     }
     ops_by_type.resize(kNumOpTypes);
     for (int i = 0; i < g.num_ops(); ++i) ops_by_type[static_cast<int>(g.op(i).type)].push_back(i);
+    in_start.reserve(g.num_ops() + 1);
+    constant_rule.resize(g.num_ops());
+    for (int i = 0; i < g.num_ops(); ++i) {
+      const Op& op = g.ops()[i];
+      in_start.push_back(static_cast<int>(in_refs.size()));
+      in_refs.insert(in_refs.end(), op.inputs.begin(), op.inputs.end());
+      bool has = !op.inputs.empty();
+      constant_rule[i] = is_constant_op(op.type, has, true) ? (is_constant_op(op.type, has, false) ? 1 : 2) : 0;
+    }
+    in_start.push_back(static_cast<int>(in_refs.size()));
+    out_start.reserve(g.num_ops() + 1);
+    for (int i = 0; i < g.num_ops(); ++i) {
+      out_start.push_back(static_cast<int>(out_ops.size()));
+      for (const auto& uses : consumers[i])
+        for (const auto& use : uses) out_ops.push_back(use.first);
+    }
+    out_start.push_back(static_cast<int>(out_ops.size()));
+    if (with_hashes) {
+      local_hash.resize(g.num_ops());
+      merkle.resize(g.num_ops());
+      for (int i = 0; i < g.num_ops(); ++i) {
+        uint64_t v = local_hash[i] = graph_hash::op_local_hash(g.op(i));
+        for (const TensorRef& r : g.op(i).inputs) v = graph_hash::add_input(v, merkle[r.op], r.index);
+        merkle[i] = v;
+        graph_hash += graph_hash::op_term(v);
+      }
+      for (size_t i = 0; i < g.outputs().size(); ++i) {
+        output_name_hash.push_back(graph_hash::hash_string(0, g.output_names()[i]));
+        graph_hash += graph_hash::output_term(output_name_hash.back(), merkle[g.outputs()[i].op],
+                                              g.outputs()[i].index);
+      }
+    }
   }
 };
 
@@ -269,8 +324,16 @@ void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Matc
 bool validate(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan);
 // Producers that lose all their readers when the match is replaced.
 void find_dead_ops(const Compiled& rule, const GraphFacts& f, const Match& m, Plan& plan);
-double cost_delta(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
-                  const CostModel& model);
+// What applying a validated match would do, computed without building the child graph
+// (rewrite_effect.cc): the exact change of the graph cost in cost units (removed ops,
+// added ops, and ops downstream whose constant-ness changes) and, when the facts carry
+// hashes, the child's graph hash.
+struct Effect {
+  int64_t cost_units = 0;
+  uint64_t child_hash = 0;
+};
+Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
+                      const CostModel& model);
 Match empty_match(const Compiled& rule);
 
 }  // namespace rule_detail

@@ -119,6 +119,7 @@ void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Matc
   std::vector<int> choices = fixed ? std::vector<int>{(*fixed)[p]} : op_choices(rule, f, p, m);
   for (int id : choices) {
     if (id < 0 || id >= f.graph.num_ops()) continue;
+    if (f.graph.ops()[id].type != rule.source[p].type) continue;  // cheap test before copying the match
     Match next = m;
     if (bind_op(rule, f, p, id, next)) search_matches(rule, f, step + 1, next, fixed, found);
   }
@@ -141,6 +142,10 @@ bool check_shapes_and_constraints(const Compiled& rule, const GraphFacts& f, Mat
 
 // Internal tensors of the match must not be read outside it (or be graph outputs).
 bool internal_tensors_private(const Compiled& rule, const GraphFacts& f, const Match& m) {
+  // a free variable bound to a tensor made inside the match would dangle once the match
+  // is replaced (Add(Div(a, c), b) with b the Div itself)
+  for (const TensorRef& v : m.vars)
+    if (v.op >= 0 && std::find(m.ops.begin(), m.ops.end(), v.op) != m.ops.end()) return false;
   for (size_t p = 0; p < rule.source.size(); ++p) {
     int id = m.ops[p];
     for (size_t k = 0; k < f.graph.op(id).outputs.size(); ++k) {
@@ -197,7 +202,7 @@ bool plan_target(const Compiled& rule, const GraphFacts& f, const Match& m, Plan
     } catch (const Error&) {
       return false;
     }
-    po.constant = po.op.type == OpType::kConstant || (all_constant && !po.inputs.empty());
+    po.constant = is_constant_op(po.op.type, !po.inputs.empty(), all_constant);
   }
   plan.outputs = rule.target_outputs;
   for (size_t i = 0; i < rule.source_outputs.size(); ++i) {
@@ -219,13 +224,18 @@ bool plan_target(const Compiled& rule, const GraphFacts& f, const Match& m, Plan
 bool creates_no_cycle(const Compiled& /*rule*/, const GraphFacts& f, const Match& m, const Plan& plan) {
   int first = *std::min_element(m.ops.begin(), m.ops.end());
   std::set<int> watch;
+  bool reads_matched = false;  // a free variable bound to a matched op's output
   auto consider = [&](const Ref& r) {
-    if (r.is_var && m.vars[r.var].op > first) watch.insert(m.vars[r.var].op);
+    if (!r.is_var) return;
+    int op = m.vars[r.var].op;
+    if (std::find(m.ops.begin(), m.ops.end(), op) != m.ops.end()) reads_matched = true;
+    if (op > first) watch.insert(op);
   };
   for (const PlannedOp& po : plan.ops)
     if (po.present)
       for (const Ref& r : po.inputs) consider(r);
   for (const Ref& r : plan.outputs) consider(r);
+  if (reads_matched) return false;  // the target would read an op the rewrite removes
   if (watch.empty()) return true;
   int last = *watch.rbegin();
   std::vector<char> reached(f.graph.num_ops(), 0);
@@ -276,22 +286,6 @@ void find_dead_ops(const Compiled& /*rule*/, const GraphFacts& f, const Match& m
 bool validate(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan) {
   return check_shapes_and_constraints(rule, f, m) && internal_tensors_private(rule, f, m) &&
          plan_target(rule, f, m, plan) && creates_no_cycle(rule, f, m, plan);
-}
-
-double cost_delta(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
-                  const CostModel& model) {
-  double delta = 0;
-  for (int id : m.ops) delta -= f.op_costs[id];
-  for (int id : plan.dead) delta -= f.op_costs[id];
-  for (const PlannedOp& po : plan.ops) {
-    if (!po.present || po.constant) continue;
-    std::vector<TensorType> in;
-    for (const Ref& r : po.inputs)
-      in.push_back(r.is_var ? f.graph.tensor_type(m.vars[r.var]) : plan.ops[r.op].op.outputs[r.index]);
-    delta += model.compute_cost_ms(po.op, in);
-  }
-  (void)rule;
-  return delta;
 }
 
 Match empty_match(const Compiled& rule) {

@@ -20,6 +20,11 @@ std::pair<int, std::string> classify_cuda_exception() {
   }
 }
 
+LaunchParams& launch_params() {
+  static thread_local LaunchParams params;
+  return params;
+}
+
 void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
   cudaGetLastError();  // clear a sticky-free error so later calls can proceed

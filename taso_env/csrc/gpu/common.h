@@ -82,6 +82,30 @@ struct Context {
 };
 Context& context();
 
+// Launch parameters of rlflow's own grid-stride kernels (launch.cuh): threads per block
+// and elements per thread. Thread-local; the executor sets them around each step of a
+// tuning plan (ExecutorOptions::plan), so a captured CUDA graph keeps the values it was
+// captured with. Default: 256 threads, 1 element per thread.
+struct LaunchParams {
+  int threads = 256;
+  int items_per_thread = 1;
+};
+LaunchParams& launch_params();
+// Sets launch_params() for its lifetime (values <= 0 keep the current ones).
+class LaunchScope {
+ public:
+  LaunchScope(int threads, int items_per_thread) : saved_(launch_params()) {
+    if (threads > 0) launch_params().threads = threads;
+    if (items_per_thread > 0) launch_params().items_per_thread = items_per_thread;
+  }
+  ~LaunchScope() { launch_params() = saved_; }
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  LaunchParams saved_;
+};
+
 // Sets the cuBLAS math mode of the shared handle for `mode`.
 void set_cublas_math(MathMode mode);
 

@@ -9,6 +9,7 @@
 
 #include "library_ops.h"
 #include "library_util.h"
+#include "taso/errors.h"
 #include "taso/types.h"
 
 namespace taso {
@@ -122,6 +123,50 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
                     dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
                     "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
                     std::to_string(cfg.activation) + "|f32|" + math_mode_name(cfg.math);
+  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  if (cfg.timings) {  // the whole space, for tuning records: no cache
+    algo_ = tune(xin, cfg.timings);
+  } else if (cfg.forced_algo >= 0) {
+    algo_ = forced_choice();
+  } else {
+    choose_cached(key, log, xin);
+  }
+  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
+  size_t ws = 0;
+  cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                             algo_.algo, &ws);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    if (cfg.forced_algo >= 0)
+      throw ValueError("tuning plan: cuDNN algorithm " + std::to_string(cfg.forced_algo) + " with math type " +
+                       std::to_string(cfg.forced_math) + " is not supported for convolution x" + dims_str(xin) +
+                       " w" + dims_str(cfg.w) + " (" + cudnnGetErrorString(st) + ")");
+    check_cudnn(st, "cudnnGetConvolutionForwardWorkspaceSize", __FILE__, __LINE__);
+  }
+  algo_.workspace = ws;
+}
+
+// A tuning plan's choice, validated against this configuration.
+ConvAlgo ConvOp::forced_choice() const {
+  const int a = cfg_.forced_algo, m = cfg_.forced_math;
+  if (a >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+    throw ValueError("tuning plan: cuDNN convolution algorithm " + std::to_string(a) + " does not exist (0.." +
+                     std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1) + ")");
+  if (m != CUDNN_DEFAULT_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+      m != CUDNN_FMA_MATH)
+    throw ValueError("tuning plan: cuDNN math type " + std::to_string(m) + " does not exist");
+  if (cfg_.math == MathMode::kFP32 && m != CUDNN_FMA_MATH)
+    throw ValueError("tuning plan: strict fp32 admits only cuDNN FMA math (" + std::to_string(CUDNN_FMA_MATH) +
+                     "), the plan asks for math type " + std::to_string(m));
+  if (cfg_.forced_fused && (!cfg_.bias || cfg_.activation > kActRelu))
+    throw ValueError("tuning plan: cuDNN's fused call needs a bias and ReLU or no activation");
+  bool fft = a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
+  if (fft && cfg_.group > 1)
+    throw ValueError("tuning plan: FFT algorithms are not run on grouped convolutions (one hung)");
+  return {static_cast<cudnnConvolutionFwdAlgo_t>(a), static_cast<cudnnMathType_t>(m), 0, 0.f, cfg_.forced_fused};
+}
+
+// The cached choice for `key`, else a timed search (or cuDNN's heuristics) cached now.
+void ConvOp::choose_cached(const std::string& key, bool log, const std::vector<int64_t>& xin) {
   bool cached = false;
   {
     std::lock_guard<std::mutex> lock(conv_cache_mutex());
@@ -131,7 +176,6 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
       cached = true;
     }
   }
-  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
   if (log) std::fprintf(stderr, "rlflow conv %s cached %d\n", key.c_str(), cached ? 1 : 0);
   if (!cached) {
     // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
@@ -141,11 +185,6 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
     conv_cache()[key] = algo_;
     if (algo_.ms > 0) save_choice(key, algo_);
   }
-  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
-  size_t ws = 0;
-  RLFLOW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, algo_.algo,
-                                                       &ws));
-  algo_.workspace = ws;
 }
 
 ConvAlgo ConvOp::heuristic() {
@@ -166,7 +205,7 @@ ConvAlgo ConvOp::heuristic() {
 // Times every (algorithm, math type, fused or not) that cuDNN runs for this
 // configuration on scratch buffers: the median of 5 replays of a CUDA graph of 8 calls,
 // after a warm-up. Strict fp32 admits FMA math only.
-ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
+ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* timings) {
   Context& ctx = context();
   cudaStream_t s = ctx.stream;
   RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
@@ -283,6 +322,7 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin) {
       if (log)
         std::fprintf(stderr, "rlflow conv tune %s algo %d math %d fused %d: %.4f ms\n",
                      dims_str(cfg_.w).c_str(), static_cast<int>(a), static_cast<int>(math), fused, cand.ms);
+      if (timings) timings->push_back(cand);
       if (best.ms < 0 || cand.ms < best.ms) best = cand;
     }
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "fusion.h"
@@ -23,12 +24,36 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   return h;
 }
 
+// Checks a tuning plan against the graph (ops exist, knobs fit the op, values in range).
+void validate_plan(const Graph& graph, const std::map<int, OpPlan>& plan) {
+  for (const auto& [id, p] : plan) {
+    if (id < 0 || id >= graph.num_ops())
+      throw IndexError("tuning plan names op id " + std::to_string(id) + ", the graph has " +
+                       std::to_string(graph.num_ops()) + " ops");
+    const Op& op = graph.op(id);
+    bool conv = op.type == OpType::kConv2D;
+    if (!conv && (p.conv_algo >= 0 || p.fuse == 0))
+      throw ValueError("tuning plan: op '" + op.name + "' is a " + op_type_name(op.type) +
+                       ", not a Conv2D: it has no convolution algorithm or epilogue fusion to choose");
+    if (p.threads != 0 && (p.threads < 32 || p.threads > 1024 || p.threads % 32 != 0))
+      throw ValueError("tuning plan: op '" + op.name + "': threads per block must be a multiple of 32 in [32, 1024], got " +
+                       std::to_string(p.threads));
+    if (p.items_per_thread < 0 || p.items_per_thread > 64)
+      throw ValueError("tuning plan: op '" + op.name + "': elements per thread must be in [1, 64], got " +
+                       std::to_string(p.items_per_thread));
+  }
+}
+
 }  // namespace
 
 Executor::Executor(const Graph& graph, ExecutorOptions options)
     : graph_(graph), options_(std::move(options)), res_(std::make_unique<StepResources>()) {
   Context& ctx = context();
   const int n_ops = graph_.num_ops();
+  validate_plan(graph_, options_.plan);
+  res_->plan = &options_.plan;
+  std::vector<char> no_fuse(n_ops, 0);
+  for (const auto& [id, p] : options_.plan) no_fuse[id] = p.fuse == 0;
   std::vector<char> host_fed(n_ops, 0);
   for (int id : options_.host_fed_ops) {
     if (id < 0 || id >= n_ops) throw IndexError("host-fed op id " + std::to_string(id) + " out of range");
@@ -81,7 +106,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (op.type == OpType::kBatchNorm && op.inputs.size() > 4) positive[op.inputs[4].op] = 1;
   }
   std::vector<char> constant = constant_ops(graph_);
-  const FusionPlan fusion = plan_conv_fusions(graph_, needed, host_fed, constant);
+  const FusionPlan fusion = plan_conv_fusions(graph_, needed, host_fed, constant, &no_fuse);
   fused_ops_ = fusion.fused_ops;
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
@@ -110,6 +135,13 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     }
     for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
     Step step = compile_op(graph_, id, in, out, options_.math, *res_);
+    if (auto it = options_.plan.find(id); it != options_.plan.end() && (it->second.threads || it->second.items_per_thread)) {
+      const int threads = it->second.threads, items = it->second.items_per_thread;
+      step = [inner = std::move(step), threads, items](cudaStream_t s) {
+        LaunchScope scope(threads, items);
+        inner(s);
+      };
+    }
     (constant[id] ? const_steps_ : steps_).push_back(std::move(step));
   }
   res_->workspace = DeviceBuffer(res_->workspace_bytes);

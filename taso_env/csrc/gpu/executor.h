@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,23 @@
 
 namespace taso {
 namespace cuda {
+
+// One op's implementation choices in a tuning plan (taso_env/tuning, docs/tuning.md);
+// -1 / 0 keep the executor's default decision.
+struct OpPlan {
+  // Conv2D: cuDNN algorithm (cudnnConvolutionFwdAlgo_t), math type (cudnnMathType_t) and
+  // cuDNN's fused bias/residual/ReLU call (1) or the convolution + our epilogue (0).
+  int conv_algo = -1;
+  int conv_math = -1;
+  int conv_fused_call = 0;
+  // Conv2D: 0 keeps its epilogue ops (activation / residual Add) separate, 1 or -1 fuses
+  // them where fusion.h allows.
+  int fuse = -1;
+  // Ops run by our own kernels: threads per block (32..1024, a multiple of 32) and
+  // elements per thread (1..64); 0 keeps the default (256, 1).
+  int threads = 0;
+  int items_per_thread = 0;
+};
 
 struct ExecutorOptions {
   MathMode math = MathMode::kFP32;
@@ -32,6 +50,9 @@ struct ExecutorOptions {
   // Copies of the step sequence per captured graph (per-op measurement replays one op
   // ~100 times back to back); measure() reports the time of one copy.
   int replicas = 1;
+  // Per-op implementation choices by op id (a tuning plan); validated at construction
+  // (ValueError / IndexError naming the op).
+  std::map<int, OpPlan> plan;
 };
 
 struct Measurement {
@@ -51,6 +72,8 @@ struct StepResources {
   size_t scratch_bytes = 0;    // the largest explicit-padding scratch
   DeviceBuffer workspace, scratch;
   std::vector<DeviceBuffer> params;  // device parameter arrays owned by steps
+  const std::map<int, OpPlan>* plan = nullptr;  // the executor's tuning plan (may be null)
+  std::map<int, OpPlan> chosen;                  // Conv2D op id -> what its step runs
 };
 
 class Executor {
@@ -81,6 +104,8 @@ class Executor {
   int num_steps() const { return static_cast<int>(steps_.size()); }
   // Ops folded into a convolution's epilogue by the executor (fusion.h).
   int fused_ops() const { return fused_ops_; }
+  // Conv2D op id -> the cuDNN choice its step runs (algorithm, math type, fused call).
+  const std::map<int, OpPlan>& conv_choices() const { return res_->chosen; }
   size_t arena_bytes() const { return arena_.bytes(); }
   MathMode math() const { return options_.math; }
 

@@ -27,7 +27,7 @@ int epilogue_activation(const Op& op) {
 }  // namespace
 
 FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
-                             const std::vector<char>& constant) {
+                             const std::vector<char>& constant, const std::vector<char>* no_fuse) {
   const int n = graph.num_ops();
   FusionPlan plan;
   plan.at.assign(n, {});
@@ -73,6 +73,13 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
         f.activation = epilogue_activation(graph.op(relu));
       }
     } else {
+      continue;
+    }
+    if (no_fuse && (*no_fuse)[id]) {
+      // The plan keeps this epilogue separate: no other conv (the other operand of a
+      // residual Add) may fold it either, so a plan's choices stay independent.
+      claimed[last] = 1;
+      if (mid >= 0) claimed[mid] = 1;
       continue;
     }
     claimed[id] = claimed[last] = 1;

@@ -123,7 +123,7 @@ void launch_permute(const void* x, void* y, int elem_size, const PermuteIndex& i
       transpose_tile_kernel<T><<<grid, dim3(32, 8), 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), batch,
                                                             rows, cols);
     } else {
-      permute_kernel<T><<<grid_for(n), kThreads, 0, s>>>(idx, static_cast<const T*>(x), static_cast<T*>(y), n);
+      permute_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(idx, static_cast<const T*>(x), static_cast<T*>(y), n);
     }
   });
   check_launch("permute kernel");
@@ -135,7 +135,7 @@ void launch_concat(const void* const* ptrs, const int64_t* offsets, int pieces, 
   if (n == 0) return;
   by_size(elem_size, [&](auto t) {
     using T = decltype(t);
-    concat_kernel<T><<<grid_for(n), kThreads, 0, s>>>(ptrs, offsets, pieces, static_cast<T*>(out), outer, row_len);
+    concat_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(ptrs, offsets, pieces, static_cast<T*>(out), outer, row_len);
   });
   check_launch("concat kernel");
 }
@@ -146,7 +146,7 @@ void launch_split(const void* x, void* const* ptrs, const int64_t* offsets, int 
   if (n == 0) return;
   by_size(elem_size, [&](auto t) {
     using T = decltype(t);
-    split_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), ptrs, offsets, pieces, outer,
+    split_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<const T*>(x), ptrs, offsets, pieces, outer,
                                                      row_len);
   });
   check_launch("split kernel");
@@ -159,7 +159,7 @@ void launch_pad(const void* x, void* y, int elem_size, const PadIndex& idx, uint
     using T = decltype(t);
     T value;
     memcpy(&value, &value_bits, sizeof(T));
-    pad_kernel<T><<<grid_for(n), kThreads, 0, s>>>(idx, static_cast<const T*>(x), static_cast<T*>(y), value, n);
+    pad_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(idx, static_cast<const T*>(x), static_cast<T*>(y), value, n);
   });
   check_launch("pad kernel");
 }
@@ -171,11 +171,11 @@ void launch_gather(const void* data, const void* indices, bool indices64, void* 
   by_size(elem_size, [&](auto t) {
     using T = decltype(t);
     if (indices64)
-      gather_kernel<T, int64_t><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(data),
+      gather_kernel<T, int64_t><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<const T*>(data),
                                                                  static_cast<const int64_t*>(indices),
                                                                  static_cast<T*>(out), outer, axis_dim, n_idx, inner);
     else
-      gather_kernel<T, int32_t><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(data),
+      gather_kernel<T, int32_t><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<const T*>(data),
                                                                  static_cast<const int32_t*>(indices),
                                                                  static_cast<T*>(out), outer, axis_dim, n_idx, inner);
   });

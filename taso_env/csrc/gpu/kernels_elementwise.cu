@@ -318,13 +318,13 @@ bool binary_supported(int dtype) {
 void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cudaStream_t s, float a, float b) {
   if (n == 0) return;
   if (dtype == kInt32) {
-    relu_int_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<const int32_t*>(x), static_cast<int32_t*>(y), n);
+    relu_int_kernel<<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<const int32_t*>(x), static_cast<int32_t*>(y), n);
   } else if (dtype == kInt64) {
-    relu_int_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<const int64_t*>(x), static_cast<int64_t*>(y), n);
+    relu_int_kernel<<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<const int64_t*>(x), static_cast<int64_t*>(y), n);
   } else {
     by_float_dtype(dtype, [&](auto t) {
       using T = decltype(t);
-      unary_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(x), static_cast<T*>(y), n, a, b);
+      unary_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(k, static_cast<const T*>(x), static_cast<T*>(y), n, a, b);
     });
   }
   check_launch("unary kernel");
@@ -337,16 +337,16 @@ void launch_binary(BinaryKind k, int dtype, const void* a, const void* b, void* 
     using T = decltype(t);
     int64_t inner = 1, nb = 1;
     if (idx.same[0] && idx.same[1])
-      binary_same_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(a), static_cast<const T*>(b),
+      binary_same_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(k, static_cast<const T*>(a), static_cast<const T*>(b),
                                                              static_cast<T*>(y), n);
     else if (idx.same[0] && vector_pattern(idx, 1, &inner, &nb))
-      binary_vec_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(a), static_cast<const T*>(b),
+      binary_vec_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(k, static_cast<const T*>(a), static_cast<const T*>(b),
                                                             static_cast<T*>(y), n, inner, nb, false);
     else if (idx.same[1] && vector_pattern(idx, 0, &inner, &nb))
-      binary_vec_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, static_cast<const T*>(b), static_cast<const T*>(a),
+      binary_vec_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(k, static_cast<const T*>(b), static_cast<const T*>(a),
                                                             static_cast<T*>(y), n, inner, nb, true);
     else
-      binary_bcast_kernel<T><<<grid_for(n), kThreads, 0, s>>>(k, idx, static_cast<const T*>(a),
+      binary_bcast_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(k, idx, static_cast<const T*>(a),
                                                                static_cast<const T*>(b), static_cast<T*>(y), n);
   });
   check_launch("binary kernel");
@@ -357,7 +357,7 @@ void launch_where(const void* cond, const void* x, const void* y, void* out, int
   if (n == 0) return;
   by_size(elem_size, [&](auto t) {
     using T = decltype(t);
-    where_kernel<T><<<grid_for(n), kThreads, 0, s>>>(idx, static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
+    where_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(idx, static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
                                                      static_cast<const T*>(y), static_cast<T*>(out), n);
   });
   check_launch("where kernel");
@@ -368,7 +368,7 @@ void launch_broadcast_copy(const void* x, void* out, int elem_size, const Broadc
   if (n == 0) return;
   by_size(elem_size, [&](auto t) {
     using T = decltype(t);
-    bcast_copy_kernel<T><<<grid_for(n), kThreads, 0, s>>>(idx, static_cast<const T*>(x), static_cast<T*>(out), n);
+    bcast_copy_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(idx, static_cast<const T*>(x), static_cast<T*>(out), n);
   });
   check_launch("broadcast copy kernel");
 }
@@ -387,7 +387,7 @@ void launch_cast(int from, int to, const void* x, void* y, int64_t n, cudaStream
     using F = decltype(f);
     by_any_dtype(to, [&](auto t) {
       using T = decltype(t);
-      cast_kernel<F, T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const F*>(x), static_cast<T*>(y), n,
+      cast_kernel<F, T><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<const F*>(x), static_cast<T*>(y), n,
                                                          to == kBool);
     });
   });
@@ -398,12 +398,12 @@ void launch_fill(int dtype, double value, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   if (dtype == kFloat16) {
     __half h = __float2half(static_cast<float>(value));
-    fill_kernel<__half><<<grid_for(n), kThreads, 0, s>>>(static_cast<__half*>(y), h, n);
+    fill_kernel<__half><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<__half*>(y), h, n);
   } else {
     by_any_dtype(dtype, [&](auto t) {
       using T = decltype(t);
       T v = dtype == kBool ? static_cast<T>(value != 0.0) : static_cast<T>(value);
-      fill_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<T*>(y), v, n);
+      fill_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<T*>(y), v, n);
     });
   }
   check_launch("fill kernel");
@@ -413,15 +413,15 @@ void launch_random_fill(int dtype, void* y, int64_t n, uint64_t seed, float scal
   if (n == 0) return;
   switch (dtype) {
     case kFloat32:
-      random_float_kernel<float><<<grid_for(n), kThreads, 0, s>>>(static_cast<float*>(y), n, seed, scale, positive);
+      random_float_kernel<float><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<float*>(y), n, seed, scale, positive);
       break;
     case kFloat64:
-      random_float_kernel<double><<<grid_for(n), kThreads, 0, s>>>(static_cast<double*>(y), n, seed, scale, positive);
+      random_float_kernel<double><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<double*>(y), n, seed, scale, positive);
       break;
     case kFloat16:
-      random_float_kernel<__half><<<grid_for(n), kThreads, 0, s>>>(static_cast<__half*>(y), n, seed, scale, positive);
+      random_float_kernel<__half><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<__half*>(y), n, seed, scale, positive);
       break;
-    case kBool: random_bool_kernel<<<grid_for(n), kThreads, 0, s>>>(static_cast<uint8_t*>(y), n, seed); break;
+    case kBool: random_bool_kernel<<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<uint8_t*>(y), n, seed); break;
     default: RLFLOW_CUDA(cudaMemsetAsync(y, 0, n * dtype_size(dtype), s)); break;
   }
   check_launch("random fill kernel");
@@ -430,14 +430,14 @@ void launch_random_fill(int dtype, void* y, int64_t n, uint64_t seed, float scal
 void launch_bias_activation(float* y, const float* bias, const float* residual, int64_t total, int64_t channels,
                             int64_t inner, int act, cudaStream_t s) {
   if (total == 0 || (!bias && !residual && act == 0)) return;
-  bias_act_kernel<<<grid_for(total), kThreads, 0, s>>>(y, bias, residual, total, channels, inner, act);
+  bias_act_kernel<<<grid_for(total), threads_per_block(), 0, s>>>(y, bias, residual, total, channels, inner, act);
   check_launch("bias/activation kernel");
 }
 
 void launch_batchnorm(const float* x, const float* scale, const float* bias, const float* mean, const float* var,
                       float* y, int64_t total, int64_t channels, int64_t inner, float eps, cudaStream_t s) {
   if (total == 0) return;
-  batchnorm_kernel<<<grid_for(total), kThreads, 0, s>>>(x, scale, bias, mean, var, y, total, channels, inner, eps);
+  batchnorm_kernel<<<grid_for(total), threads_per_block(), 0, s>>>(x, scale, bias, mean, var, y, total, channels, inner, eps);
   check_launch("batch norm kernel");
 }
 

@@ -158,7 +158,7 @@ void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t 
     int threads = n >= kRowThreads ? kRowThreads : ((static_cast<int>(n) + 31) / 32) * 32;
     softmax_rows_kernel<<<static_cast<unsigned>(outer), threads, 0, s>>>(x, y, n);
   } else {
-    softmax_cols_kernel<<<grid_for(outer * inner), kThreads, 0, s>>>(x, y, outer, n, inner);
+    softmax_cols_kernel<<<grid_for(outer * inner), threads_per_block(), 0, s>>>(x, y, outer, n, inner);
   }
   check_launch("softmax kernel");
 }
@@ -183,7 +183,7 @@ void launch_reduce(const float* x, float* y, const ReduceIndex& idx, int64_t n_o
 void launch_pool(const float* x, float* y, const PoolParams& p, cudaStream_t s) {
   int64_t total = p.n * p.c * p.oh * p.ow;
   if (total == 0) return;
-  pool_kernel<<<grid_for(total), kThreads, 0, s>>>(x, y, p);
+  pool_kernel<<<grid_for(total), threads_per_block(), 0, s>>>(x, y, p);
   check_launch("pool kernel");
 }
 

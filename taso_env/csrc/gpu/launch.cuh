@@ -1,4 +1,4 @@
-// Launch geometry shared by the .cu files: grid-stride loops of kThreads threads.
+// Launch geometry shared by the .cu files: grid-stride loops; block size and grid from launch_params() (common.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,10 +12,15 @@
 namespace taso {
 namespace cuda {
 
-constexpr int kThreads = 256;
+// Threads per block and grid size of the current launch parameters (common.h:
+// launch_params(), set per step by a tuning plan). Every kernel launched with these
+// runs a grid-stride loop, so any block size and elements-per-thread value is correct.
+inline int threads_per_block() { return launch_params().threads; }
 
 inline unsigned grid_for(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
+  const LaunchParams& p = launch_params();
+  int64_t per_block = static_cast<int64_t>(p.threads) * std::max(p.items_per_thread, 1);
+  int64_t blocks = (n + per_block - 1) / per_block;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65535 * 8)));
 }
 

@@ -16,16 +16,6 @@
 namespace taso {
 namespace cuda {
 
-struct ConvConfig {
-  std::vector<int64_t> x, w, y;  // NCHW input, [K, C/g, kh, kw] kernel, NCHW output
-  std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};  // pads: top, left, bottom, right
-  int64_t group = 1;
-  bool bias = false;
-  bool residual = false;  // y = act(conv(x) + bias + z), z shaped like y (executor fusion)
-  int activation = 0;
-  MathMode math = MathMode::kFP32;
-};
-
 // The cached choice of a convolution algorithm: the fastest (algorithm, math type,
 // fused-call or convolution + our epilogue kernel) by our own timing of the exact call
 // that runs, over every algorithm cuDNN accepts for the configuration.
@@ -36,6 +26,27 @@ struct ConvAlgo {
   float ms = 0;        // our timing of the chosen call (median; 0 when chosen by heuristics)
   bool fused = false;  // cudnnConvolutionBiasActivationForward (bias, residual and ReLU in one call)
 };
+
+struct ConvConfig {
+  std::vector<int64_t> x, w, y;  // NCHW input, [K, C/g, kh, kw] kernel, NCHW output
+  std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};  // pads: top, left, bottom, right
+  int64_t group = 1;
+  bool bias = false;
+  bool residual = false;  // y = act(conv(x) + bias + z), z shaped like y (executor fusion)
+  int activation = 0;
+  MathMode math = MathMode::kFP32;
+  // A tuning plan's choice (ExecutorOptions::plan): forced_algo >= 0 runs that cuDNN
+  // algorithm with forced_math (a cudnnMathType_t) and, when forced_fused, cuDNN's fused
+  // call, skipping the timed search and the cache. Invalid choices throw ValueError.
+  int forced_algo = -1;
+  int forced_math = -1;
+  bool forced_fused = false;
+  // When set, every candidate of the timed search is appended here with its time (the
+  // op's whole tuning space, for tuning records); the cache is neither read nor written.
+  std::vector<ConvAlgo>* timings = nullptr;
+};
+
+
 
 class ConvOp {
  public:
@@ -55,8 +66,10 @@ class ConvOp {
  private:
   cudnnStatus_t enqueue(const ConvAlgo& a, const float* xin, const float* w, const float* bias, const float* z,
                         float* y, void* workspace, cudaStream_t s) const;
-  ConvAlgo tune(const std::vector<int64_t>& xin);
+  ConvAlgo tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* timings = nullptr);
   ConvAlgo heuristic();
+  ConvAlgo forced_choice() const;
+  void choose_cached(const std::string& key, bool log, const std::vector<int64_t>& xin);
 
   ConvConfig cfg_;
   ConvAlgo algo_;

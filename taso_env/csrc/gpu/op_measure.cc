@@ -46,6 +46,8 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
   if (op.type == OpType::kOpaque || is_source_op(op.type))
     throw UnsupportedGraphError(op_type_name(op.type) + " op '" + op.name + "' cannot be measured on the GPU");
   std::string key = op_signature(op, input_types) + "#" + math_mode_name(math);
+  if (options.threads || options.items_per_thread)
+    key += "#t" + std::to_string(options.threads) + "x" + std::to_string(options.items_per_thread);
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
     auto it = cache().find(key);
@@ -54,6 +56,11 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
   ExecutorOptions eo;
   eo.math = math;
   eo.replicas = options.copies;
+  if (options.threads || options.items_per_thread) {
+    OpPlan& p = eo.plan[static_cast<int>(input_types.size())];  // the op follows its Inputs
+    p.threads = options.threads;
+    p.items_per_thread = options.items_per_thread;
+  }
   double ms;
   {
     Executor ex(isolated_graph(op, input_types), eo);

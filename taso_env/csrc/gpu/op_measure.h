@@ -18,6 +18,9 @@ struct OpMeasureOptions {
   int copies = 100;  // back-to-back copies of the op in the captured graph
   int warmup = 2;    // graph replays before timing
   int repeats = 5;   // timed replays (median)
+  // Launch parameters of our own kernels (0: the default 256 threads, 1 element each).
+  int threads = 0;
+  int items_per_thread = 0;
 };
 
 // Milliseconds of one execution of `op` with inputs of `input_types`. Throws

@@ -9,6 +9,7 @@
 #include "executor.h"
 #include "kernels.h"
 #include "library_ops.h"
+#include "tuning.h"
 #include "taso/errors.h"
 
 namespace taso {
@@ -69,22 +70,27 @@ uint64_t value_bits(int dtype, double value) {
   return bits;
 }
 
-Step compile_conv(const Op& op, const std::vector<TensorType>& in, const std::vector<void*>& x, void* y,
-                  const void* residual, int activation, MathMode math, StepResources& res) {
-  require_float32(op, in, in.size());
-  ConvConfig cfg;
-  cfg.x = in[0].shape;
-  cfg.w = in[1].shape;
-  cfg.y = op.outputs[0].shape;
-  cfg.strides = op.attrs.get_ints("strides");
-  cfg.pads = op.attrs.get_ints("pads");
-  cfg.dilations = op.attrs.get_ints("dilations");
-  cfg.group = op.attrs.get_int("group");
-  cfg.activation = activation;
-  cfg.bias = in.size() > 2;
-  cfg.residual = residual != nullptr;
-  cfg.math = math;
+Step compile_conv(const Graph& graph, int op_id, const std::vector<void*>& x, void* y, const void* residual,
+                  int activation, MathMode math, StepResources& res) {
+  const Op& op = graph.op(op_id);
+  std::vector<TensorType> in;
+  for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
+  ConvConfig cfg = make_conv_config(op, in, residual != nullptr, activation, math);
+  if (res.plan) {
+    auto it = res.plan->find(op_id);
+    if (it != res.plan->end() && it->second.conv_algo >= 0) {
+      cfg.forced_algo = it->second.conv_algo;
+      cfg.forced_math = it->second.conv_math >= 0 ? it->second.conv_math
+                                                   : (math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
+      cfg.forced_fused = it->second.conv_fused_call != 0;
+    }
+  }
   auto conv = std::make_shared<ConvOp>(cfg);
+  OpPlan& chosen = res.chosen[op_id];
+  chosen.conv_algo = static_cast<int>(conv->algo().algo);
+  chosen.conv_math = static_cast<int>(conv->algo().math);
+  chosen.conv_fused_call = conv->algo().fused ? 1 : 0;
+  chosen.fuse = residual != nullptr || activation != static_cast<int>(op.attrs.get_int("activation")) ? 1 : 0;
   res.workspace_bytes = std::max(res.workspace_bytes, conv->workspace_bytes());
   res.scratch_bytes = std::max(res.scratch_bytes, conv->scratch_bytes());
   const float* xp = static_cast<const float*>(x[0]);
@@ -163,12 +169,27 @@ ParamIndex param_index(const Op& op, const std::vector<int64_t>& param, const st
 
 }  // namespace
 
+ConvConfig make_conv_config(const Op& op, const std::vector<TensorType>& in, bool residual, int activation,
+                            MathMode math) {
+  require_float32(op, in, in.size());
+  ConvConfig cfg;
+  cfg.x = in[0].shape;
+  cfg.w = in[1].shape;
+  cfg.y = op.outputs[0].shape;
+  cfg.strides = op.attrs.get_ints("strides");
+  cfg.pads = op.attrs.get_ints("pads");
+  cfg.dilations = op.attrs.get_ints("dilations");
+  cfg.group = op.attrs.get_int("group");
+  cfg.activation = activation;
+  cfg.bias = in.size() > 2;
+  cfg.residual = residual;
+  cfg.math = math;
+  return cfg;
+}
+
 Step compile_fused_conv(const Graph& graph, int conv_id, const std::vector<void*>& inputs, const void* residual,
                         void* output, int activation, MathMode math, StepResources& res) {
-  const Op& op = graph.op(conv_id);
-  std::vector<TensorType> in;
-  for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
-  return compile_conv(op, in, inputs, output, residual, activation, math, res);
+  return compile_conv(graph, conv_id, inputs, output, residual, activation, math, res);
 }
 
 Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, const std::vector<void*>& y,
@@ -182,7 +203,8 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
   for (const TensorType& t : op.outputs) check_rank(op, t.shape);
   switch (op.type) {
     case OpType::kConv2D:
-      return compile_conv(op, in, x, y[0], nullptr, static_cast<int>(op.attrs.get_int("activation")), math, res);
+      return compile_conv(graph, op_id, x, y[0], nullptr, static_cast<int>(op.attrs.get_int("activation")), math,
+                          res);
     case OpType::kMatMul: {
       require_float32(op, in, 2);
       auto mm = std::make_shared<MatMulOp>(in[0].shape, in[1].shape, out.shape,

@@ -19,7 +19,9 @@ process killed at any moment loses at most the episodes it had not written yet.
 
 Root attributes of the index: `format_version`, `rule_set_hash`, `n_rules`,
 `cost_model`, `horizon`, `max_nodes`, `max_edges`, `max_locations`, `node_dim`,
-`edge_dim`, `env_config` (EnvConfig as JSON) and `collect_config` (JSON or "").
+`edge_dim`, `env_config` (EnvConfig as JSON), `collect_config` (JSON or "") and
+`collect_backend` (what collected the episodes last: "in-process", "multiprocessing (2
+workers)", "ray 2.60.0 (local, 2 workers)"; absent in older files).
 
 One episode of T steps (field names follow Minari; step t's observation and infos are
 those *before* action t, index T is the final state)::
@@ -58,12 +60,14 @@ from taso_env.env.rollouts.format import (
     GRAPH_FIELDS,
     INFO_FIELDS,
     STEP_FIELDS,
+    EncodedEpisode,
     EpisodeData,
     RolloutBusyError,
     RolloutFormatError,
     RolloutMeta,
     RuleSetMismatchError,
     batch_graphs,
+    encode_episode,
     pack_episode,
 )
 from taso_env.env.rollouts.reader import RolloutReader
@@ -72,6 +76,7 @@ from taso_env.env.rollouts.writer import RolloutWriter
 __all__ = [
     "EPISODE_ATTRS",
     "EPISODE_FILE",
+    "EncodedEpisode",
     "EpisodeData",
     "FORMAT_VERSION",
     "GRAPH_FIELDS",
@@ -82,6 +87,7 @@ __all__ = [
     "RuleSetMismatchError",
     "STEP_FIELDS",
     "batch_graphs",
+    "encode_episode",
     "pack_episode",
     "RolloutReader",
     "RolloutWriter",

@@ -3,12 +3,14 @@ errors, episode metadata, packing an episode, and one stored episode."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import h5py
 import numpy as np
 
 from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
@@ -54,15 +56,17 @@ class RolloutMeta:
     collect_config: str = ""
     node_dim: int = NODE_DIM
     edge_dim: int = EDGE_DIM
+    collect_backend: str = ""  # what collected the episodes last, e.g. "ray 2.60.0 (local, 2 workers)"
 
     @classmethod
-    def from_env(cls, env, collect_config: str = "") -> RolloutMeta:
+    def from_env(cls, env, collect_config: str = "", collect_backend: str = "") -> RolloutMeta:
         """The meta of rollouts recorded from `env` (a GraphRewriteEnv, possibly wrapped)."""
         base = env.unwrapped
         return cls(rule_set_hash=base.rules.hash, n_rules=base.n_rules, cost_model=base.config.cost_model,
                    horizon=base.config.horizon, max_nodes=base.max_nodes, max_edges=base.max_edges,
                    max_locations=base.config.max_locations,
-                   env_config=json.dumps(asdict(base.config), sort_keys=True), collect_config=collect_config)
+                   env_config=json.dumps(asdict(base.config), sort_keys=True), collect_config=collect_config,
+                   collect_backend=collect_backend)
 
 
 def pack_episode(episode, *, episode_id: int, seed: int, meta: RolloutMeta, policy: str = "") -> dict:
@@ -108,6 +112,40 @@ def pack_episode(episode, *, episode_id: int, seed: int, meta: RolloutMeta, poli
              "cost_model": meta.cost_model, "policy": policy, "episode_return": m["return"],
              "initial_cost": m["initial_cost"], "final_cost": m["final_cost"]}
     return {"arrays": arrays, "attrs": attrs}
+
+
+@dataclass(frozen=True)
+class EncodedEpisode:
+    """One episode as the complete bytes of its episode file (`encode_episode`): what a
+    worker hands the writer, so compression happens in the worker and the writer only
+    stores bytes."""
+
+    episode_id: int
+    total_steps: int
+    rule_set_hash: str
+    data: bytes
+
+
+_IMAGES = itertools.count()
+
+
+def encode_episode(packed: dict, episode_id: int) -> EncodedEpisode:
+    """The episode file of a packed episode (pack_episode), built in memory.
+
+    Every collection backend stores episodes through this function, so the same episode
+    gives the same bytes whichever process or machine encoded it (with the same h5py and
+    HDF5): no timestamps are recorded.
+    """
+    name = f"episode_{episode_id}_{os.getpid()}_{next(_IMAGES)}.h5"
+    with h5py.File(name, "w", driver="core", backing_store=False) as f:
+        for path, value in packed["arrays"].items():
+            compress = path.rsplit("/", 1)[-1] in _COMPRESSED and value.size > 0
+            f.create_dataset(path, data=value, **({"compression": "gzip", "shuffle": True} if compress else {}))
+        f.attrs.update({**packed["attrs"], "id": episode_id})
+        f.flush()
+        data = f.id.get_file_image()
+    attrs = packed["attrs"]
+    return EncodedEpisode(episode_id, int(attrs["total_steps"]), str(attrs["rule_set_hash"]), bytes(data))
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from dataclasses import MISSING, fields
 
 import h5py
 import numpy as np
@@ -51,10 +51,10 @@ class RolloutReader:
         if attrs.get("format_version") != FORMAT_VERSION:
             raise RolloutFormatError(self.path, f"format_version {attrs.get('format_version')!r}, this "
                                                 f"reader reads {FORMAT_VERSION}")
-        missing = [f.name for f in fields(RolloutMeta) if f.name not in attrs]
+        missing = [f.name for f in fields(RolloutMeta) if f.name not in attrs and f.default is MISSING]
         if missing:
             raise RolloutFormatError(self.path, f"index lacks root attributes {missing}")
-        self.meta = RolloutMeta(**{f.name: _py(attrs[f.name]) for f in fields(RolloutMeta)})
+        self.meta = RolloutMeta(**{f.name: _py(attrs[f.name]) for f in fields(RolloutMeta) if f.name in attrs})
         if expected_rule_set_hash is not None and self.meta.rule_set_hash != expected_rule_set_hash:
             raise RuleSetMismatchError(self.path, f"recorded with rule set {self.meta.rule_set_hash}, "
                                                   f"expected {expected_rule_set_hash}")

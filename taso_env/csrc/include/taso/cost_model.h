@@ -3,6 +3,8 @@
 // computed only from them) are folded before deployment and cost nothing.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,7 +24,19 @@ class CostModel {
   // Per-op costs (ms), indexed by op id.
   std::vector<double> op_costs_ms(const Graph& graph) const;
   double graph_cost_ms(const Graph& graph) const;
+  // The graph cost in integer units of kCostUnitMs, summed op by op: exact and
+  // order-independent, so that search can add and subtract op costs without drift.
+  int64_t graph_cost_units(const Graph& graph) const;
 };
+
+// Search sums op costs as integers of this many ms (1 fs): exact, order-independent, and
+// room for graphs of up to 9e6 ms.
+constexpr double kCostUnitMs = 1e-12;
+inline int64_t cost_units(double ms) { return std::llround(ms / kCostUnitMs); }
+
+// Whether an op is constant (known before run time) given its type and whether all of
+// its inputs are: the rule used by constant_ops, shared with rule planning.
+bool is_constant_op(OpType type, bool has_inputs, bool all_inputs_constant);
 
 // constant[i] is true when op i's value is known before run time.
 std::vector<char> constant_ops(const Graph& graph);

@@ -55,11 +55,14 @@ struct RuleSpec {
 };
 
 // A place where a rule applies: the graph ops matched by the source pattern's ops, in
-// pattern order, and the estimated change of the graph cost if applied.
+// pattern order, and the change of the graph cost if applied: exact, in cost units
+// (kCostUnitMs), and in ms. `child_hash` is the applied graph's hash() when asked for.
 struct Candidate {
   int rule_id = -1;
   std::vector<int> location;
   double cost_delta = 0.0;
+  int64_t cost_delta_units = 0;
+  uint64_t child_hash = 0;
 };
 
 class RuleSet {
@@ -74,8 +77,11 @@ class RuleSet {
   const RuleSpec& spec(int id) const;
 
   // Every valid (rule, location) of `graph` (all rules, or only `rule_id`), each with its
-  // estimated cost delta under `model`. No candidate graph is materialised.
-  std::vector<Candidate> candidates(const Graph& graph, const CostModel& model, int rule_id = -1) const;
+  // exact cost delta under `model` and, with `child_hashes`, the hash of the graph it
+  // leads to. No candidate graph is materialised. Rules are looked up by the op type of
+  // their first-matched pattern op, so rules whose anchor type is absent cost nothing.
+  std::vector<Candidate> candidates(const Graph& graph, const CostModel& model, int rule_id = -1,
+                                    bool child_hashes = false) const;
   // Materialises one candidate. Throws ValueError if it does not apply to `graph`.
   Graph apply(const Graph& graph, int rule_id, const std::vector<int>& location) const;
 
@@ -83,6 +89,10 @@ class RuleSet {
 
  private:
   std::vector<std::unique_ptr<Compiled>> rules_;
+  std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
+  // Rules with the same source pattern share one match enumeration per candidates()
+  // call: match_group_[r] is the first rule id with r's source pattern.
+  std::vector<int> match_group_;
 };
 
 }  // namespace taso

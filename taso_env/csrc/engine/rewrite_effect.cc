@@ -1,0 +1,157 @@
+// What a rewrite does to the graph cost and hash, computed from the match and the
+// planned target without building the child graph.
+//
+// The child graph is the parent minus the matched and dead ops plus the present target
+// ops, with each source output replaced by its target tensor. Kept ops keep their
+// attributes and input types (the target's outputs have the source's types), so their
+// costs change only where their constant-ness changes, and their Merkle hashes only
+// where an input's hash changes. Both are propagated from the replaced tensors through
+// their consumers in op-id (= topological) order, touching only the affected ops.
+#include <algorithm>
+#include <functional>
+
+#include "rule_internal.h"
+
+namespace taso {
+namespace rule_detail {
+namespace {
+
+// A tensor as the child sees it: its producer's Merkle hash, output index, constant-ness.
+struct TensorKey {
+  uint64_t hash = 0;
+  int index = 0;
+  bool constant = false;
+};
+
+}  // namespace
+
+Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
+                      const CostModel& model) {
+  const Graph& g = f.graph;
+  Effect e;
+  e.child_hash = f.graph_hash;
+  std::vector<int> removed(m.ops.begin(), m.ops.end());
+  removed.insert(removed.end(), plan.dead.begin(), plan.dead.end());
+  std::sort(removed.begin(), removed.end());
+  auto is_removed = [&](int id) { return std::binary_search(removed.begin(), removed.end(), id); };
+  for (int id : removed) {
+    e.cost_units -= f.op_units[id];
+    if (f.hashes) e.child_hash -= graph_hash::op_term(f.merkle[id]);
+  }
+
+  // Target ops.
+  std::vector<uint64_t> target_hash(plan.ops.size(), 0);
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    const PlannedOp& po = plan.ops[i];
+    if (!po.present) continue;
+    std::vector<TensorType> in;
+    in.reserve(po.inputs.size());
+    uint64_t v = f.hashes ? graph_hash::op_local_hash(po.op) : 0;
+    for (const Ref& r : po.inputs) {
+      if (r.is_var) {
+        const TensorRef& t = m.vars[r.var];
+        in.push_back(g.tensor_type(t));
+        if (f.hashes) v = graph_hash::add_input(v, f.merkle[t.op], t.index);
+      } else {
+        in.push_back(plan.ops[r.op].op.outputs[r.index]);
+        if (f.hashes) v = graph_hash::add_input(v, target_hash[r.op], r.index);
+      }
+    }
+    target_hash[i] = v;
+    if (f.hashes) e.child_hash += graph_hash::op_term(v);
+    if (!po.constant) e.cost_units += cost_units(model.compute_cost_ms(po.op, in));
+  }
+
+  // Replaced tensors: source output -> what the child reads instead.
+  std::vector<std::pair<TensorRef, TensorKey>> replaced;
+  for (size_t i = 0; i < rule.source_outputs.size(); ++i) {
+    const auto& [sop, sidx] = rule.source_outputs[i];
+    const Ref& r = plan.outputs[i];
+    TensorKey k;
+    if (r.is_var) {
+      const TensorRef& t = m.vars[r.var];
+      k = {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
+    } else {
+      k = {target_hash[r.op], r.index, plan.ops[r.op].constant};
+    }
+    replaced.push_back({TensorRef{m.ops[sop], sidx}, k});
+  }
+
+  // Downstream ops, in topological order, while something about them changes.
+  // Scratch marks in the facts, valid for this generation only: no per-call clearing.
+  GraphFacts::Scratch& s = f.scratch;
+  const size_t n = g.ops().size();
+  if (s.queued.size() != n) {
+    s.queued.assign(n, 0);
+    s.changed.assign(n, 0);
+    s.replaced.assign(n, 0);
+    s.hash.assign(n, 0);
+    s.constant.assign(n, 0);
+  }
+  const uint32_t gen = ++s.generation;
+  for (const auto& rep : replaced) s.replaced[rep.first.op] = gen;
+  auto key_of = [&](const TensorRef& t) -> TensorKey {
+    if (s.replaced[t.op] == gen)
+      for (const auto& [from, to] : replaced)
+        if (from == t) return to;
+    if (s.changed[t.op] == gen) return {s.hash[t.op], t.index, static_cast<bool>(s.constant[t.op])};
+    return {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
+  };
+  // Ops to revisit are marked; a forward scan over op ids (a topological order) visits
+  // them after everything they read, and stops once none is pending.
+  int first = static_cast<int>(n), pending = 0;
+  auto mark = [&](int id) {
+    if (s.queued[id] != gen && !is_removed(id)) {
+      s.queued[id] = gen;
+      first = std::min(first, id);
+      ++pending;
+    }
+  };
+  for (const auto& rep : replaced)
+    for (const auto& use : f.consumers[rep.first.op][rep.first.index]) mark(use.first);
+  for (int id = first; pending > 0 && id < static_cast<int>(n); ++id) {
+    if (s.queued[id] != gen) continue;
+    --pending;
+    uint64_t v = f.hashes ? f.local_hash[id] : 0;
+    bool all_constant = true;
+    for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) {
+      TensorKey key = key_of(f.in_refs[k]);
+      if (f.hashes) v = graph_hash::add_input(v, key.hash, key.index);
+      all_constant = all_constant && key.constant;
+    }
+    bool constant = f.constant_rule[id] == 1 || (f.constant_rule[id] == 2 && all_constant);
+    bool hash_changed = f.hashes && v != f.merkle[id];
+    bool constant_changed = constant != static_cast<bool>(f.constant[id]);
+    if (!hash_changed && !constant_changed) continue;
+    s.changed[id] = gen;
+    s.hash[id] = v;
+    s.constant[id] = constant;
+    if (hash_changed) e.child_hash += graph_hash::op_term(v) - graph_hash::op_term(f.merkle[id]);
+    if (constant_changed) {
+      const Op& op = g.ops()[id];
+      int64_t now = 0;
+      if (!constant && !is_source_op(op.type)) {
+        std::vector<TensorType> in;
+        for (const TensorRef& t : op.inputs) in.push_back(g.tensor_type(t));
+        now = cost_units(model.compute_cost_ms(op, in));
+      }
+      e.cost_units += now - f.op_units[id];
+    }
+    for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) mark(f.out_ops[k]);
+  }
+
+  // Graph outputs whose tensor was replaced or whose producer's hash changed.
+  if (f.hashes) {
+    for (size_t i = 0; i < g.outputs().size(); ++i) {
+      const TensorRef& t = g.outputs()[i];
+      TensorKey k = key_of(t);
+      if (k.hash == f.merkle[t.op] && k.index == t.index) continue;
+      e.child_hash += graph_hash::output_term(f.output_name_hash[i], k.hash, k.index) -
+                      graph_hash::output_term(f.output_name_hash[i], f.merkle[t.op], t.index);
+    }
+  }
+  return e;
+}
+
+}  // namespace rule_detail
+}  // namespace taso
