@@ -89,7 +89,7 @@ def stages(c: PipelineConfig, restart: bool = False) -> list[tuple[str, list[str
                               "--horizon", str(c.horizon), *seed, *again]),
         ("evaluate", ["--run", c.run, "--graphs", *c.eval_graphs,
                       "--agents", "controller", "backtracking", "greedy", "random", "--budget", str(c.budget),
-                      "--horizon", str(6 * c.horizon), *seed]),
+                      "--horizon", str(10 * c.horizon), *seed]),
     ]
 
 

@@ -1,0 +1,35 @@
+#!/bin/bash
+# One device call on the H100 (the `run` tool): build the CUDA backend, run the CUDA
+# tests, time rlflow beside PyTorch on the zoo (bench_vs_pytorch.py, one process per
+# model), and measure end to end the graphs an evaluation wrote (original beside
+# optimised, for the measured-vs-estimated speedup of the learned agents and search).
+# Usage: bash benchmarks/h100_check.sh [EVAL_GRAPHS_DIR] (models via MODELS="...").
+# The GPU machine has no network: carry a Cython wheel in .whl/ (it builds _core).
+set -o pipefail
+export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=16 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/h100_check}; mkdir -p "$OUT"; LOG=$OUT/log.txt
+MODELS=${MODELS:-"resnet18 resnet50 squeezenet1_1 inception_v3 mobilenet_v2 vit_b_16 bert_base"}
+start=$(date +%s); left() { echo $(( ${BUDGET_S:-570} - ($(date +%s) - start) )); }
+say() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$LOG"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
+python -c "import Cython" 2>/dev/null || pip install -q --no-deps .whl/cython-*.whl 2>&1 | tail -1
+RLFLOW_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++" \
+  pip install --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log" | tee -a "$LOG"; exit 1; }
+say "built"
+timeout $(( $(left) - 360 )) python -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_cuda_fusion.py \
+  tests/test_cuda_tuning.py 2>&1 | tail -6 | tee -a "$LOG"
+say "cuda tests done"
+EVAL=$1
+if [ -n "$EVAL" ] && [ -d "$EVAL" ]; then
+  # originals by name (builder graphs or shipped models), then every optimised graph
+  names=$(ls "$EVAL" | sed -E 's/__.*//' | sort -u)
+  timeout 120 python -m rlflow measure $names "$EVAL"/*.onnx --json "$OUT/eval_measured.json" 2>&1 \
+    | grep -v "it/s" | tee -a "$LOG"
+  say "eval graphs measured"
+fi
+for m in $MODELS; do
+  [ "$(left)" -lt 45 ] && { say "no time left for $m"; continue; }
+  timeout $(( $(left) - 10 )) python benchmarks/bench_vs_pytorch.py --models "$m" 2>&1 | grep -E "^\||^\{|device|torch" \
+    | tee -a "$OUT/vs_pytorch.txt" | tail -3
+done
+say "done"
