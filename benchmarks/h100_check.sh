@@ -12,24 +12,24 @@ MODELS=${MODELS:-"resnet18 resnet50 squeezenet1_1 inception_v3 mobilenet_v2 vit_
 start=$(date +%s); left() { echo $(( ${BUDGET_S:-570} - ($(date +%s) - start) )); }
 say() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
-python -c "import Cython" 2>/dev/null || pip install -q --no-deps .whl/cython-*.whl 2>&1 | tail -1
+python3 -c "import cython" 2>/dev/null || python3 -m pip install -q --no-deps --break-system-packages .whl/cython-*.whl 2>&1 | tee -a "$LOG" | tail -2
 RLFLOW_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++" \
-  pip install --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log" | tee -a "$LOG"; exit 1; }
+  python3 -m pip install --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log" | tee -a "$LOG"; exit 1; }
 say "built"
-timeout $(( $(left) - 360 )) python -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_cuda_fusion.py \
+timeout $(( $(left) - 360 )) python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_cuda_fusion.py \
   tests/test_cuda_tuning.py 2>&1 | tail -6 | tee -a "$LOG"
 say "cuda tests done"
 EVAL=$1
 if [ -n "$EVAL" ] && [ -d "$EVAL" ]; then
   # originals by name (builder graphs or shipped models), then every optimised graph
   names=$(ls "$EVAL" | sed -E 's/__.*//' | sort -u)
-  timeout 120 python -m rlflow measure $names "$EVAL"/*.onnx --json "$OUT/eval_measured.json" 2>&1 \
+  timeout 120 python3 -m rlflow measure $names "$EVAL"/*.onnx --json "$OUT/eval_measured.json" 2>&1 \
     | grep -v "it/s" | tee -a "$LOG"
   say "eval graphs measured"
 fi
 for m in $MODELS; do
   [ "$(left)" -lt 45 ] && { say "no time left for $m"; continue; }
-  timeout $(( $(left) - 10 )) python benchmarks/bench_vs_pytorch.py --models "$m" 2>&1 | grep -E "^\||^\{|device|torch" \
+  timeout $(( $(left) - 10 )) python3 benchmarks/bench_vs_pytorch.py --models "$m" 2>&1 | grep -E "^\||^\{|device|torch" \
     | tee -a "$OUT/vs_pytorch.txt" | tail -3
 done
 say "done"
