@@ -31,7 +31,7 @@ GRAPHS = ("squeezenet", "nasrnn")
 def small_run(tmp_path_factory):
     """6 episodes, horizon 6, random policy that sometimes stops (both end kinds occur)."""
     out = tmp_path_factory.mktemp("run") / "rollouts.h5"
-    cfg = CollectConfig(graphs=GRAPHS, episodes=6, out=str(out), workers=0, horizon=6, seed=3, stop_prob=0.2)
+    cfg = CollectConfig(graphs=GRAPHS, episodes=6, out=str(out), workers=0, horizon=6, seed=3, stop_prob=0.1)
     result = collect(cfg)
     assert (result.collected, result.total) == (6, 6)
     return cfg
@@ -49,7 +49,7 @@ def test_round_trip_equals_the_env(small_run):
     env = make_env(small_run)
     meta = reader.meta
     assert (meta.max_nodes, meta.max_edges, meta.n_rules) == (env.max_nodes, env.max_edges, env.n_rules)
-    policy = make_policy("random", env, stop_prob=0.2)
+    policy = make_policy("random", env, stop_prob=small_run.stop_prob)
     ends = set()
     for i in reader.episode_ids:
         ep = run_episode(env, policy, small_run.seed + i, options={"graph": GRAPHS[i % 2]})
