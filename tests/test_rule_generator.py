@@ -6,7 +6,7 @@ import json
 import taso_env as te
 from taso_env.rules.generator import axioms, enumeration, pruning
 from taso_env.rules.generator import terms as T
-from taso_env.rules.generator.pipeline import FAMILY, generate
+from taso_env.rules.generator.pipeline import FAMILY, assign_ids, generate
 from taso_env.rules.generator.vocabulary import domains
 
 a, b, c = T.var("a"), T.var("b"), T.var("c")
@@ -64,8 +64,21 @@ def test_shipped_generated_rules_append_after_hand_rules_with_provenance():
     gen = [r for r in specs if r["family"] == FAMILY]
     hand = [r for r in specs if r["family"] != FAMILY]
     assert len(gen) >= 500
-    assert min(r["id"] for r in gen) == len(hand) == 82
+    # the 82 hand rules written before the generator, then the generated ones, then hand
+    # rules written since (ids never change meaning)
+    assert min(r["id"] for r in gen) == 82 == sum(r["id"] < 82 for r in hand)
+    assert all(r["id"] < 82 or r["id"] > max(g["id"] for g in gen) for r in hand)
     for r in gen:
         p = r["provenance"]
         assert p["generated"] and p["verification"]["engine_draws"] >= 3 and len(p["size"]) == 2
     assert sum(r["provenance"]["verification"]["z3"] == "proved" for r in gen) > 100
+
+
+def test_generated_ids_keep_their_meaning_around_later_hand_rules():
+    hand = [{"name": f"h{i}", "id": i} for i in range(3)] + [{"name": "late_hand", "id": 6}]
+    fresh = [{"name": n} for n in ("g0", "g1", "g2", "g3")]
+    assign_ids(fresh, hand, previous=[])  # from scratch: the gap below the late hand rule first
+    assert [s["id"] for s in fresh] == [3, 4, 5, 7]
+    again = [{"name": n} for n in ("g0", "gnew", "g1", "g2", "g3")]
+    assign_ids(again, hand, previous=fresh)  # rerun with the file: old ids kept, new appended
+    assert {s["name"]: s["id"] for s in again} == {"g0": 3, "g1": 4, "g2": 5, "g3": 7, "gnew": 8}

@@ -151,13 +151,20 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
   if (alpha < 1.0) throw ValueError("alpha must be >= 1, got " + std::to_string(alpha));
   if (budget < 0) throw ValueError("budget must be >= 0, got " + std::to_string(budget));
   // A queued graph is its parent (an expanded node) plus the candidate deriving it.
+  // Among equally cheap graphs the one queued by the latest expansion comes first, and
+  // within one expansion the earliest candidate: so the search first walks exactly
+  // greedy's path (greedy takes the first cheapest candidate) and never ends below it.
   struct Entry {
     int64_t cost;
     uint64_t hash;
     int parent;  // node id in the store; -1 for the start graph
     Candidate candidate;
-    bool operator<(const Entry& o) const {  // min-heap on (cost, hash): a total order
-      return cost != o.cost ? cost > o.cost : hash > o.hash;
+    int expansion;  // the expansion that queued it
+    int index;      // its candidate's position in that expansion
+    bool operator<(const Entry& o) const {  // max-heap order, top = first to expand: a total order
+      if (cost != o.cost) return cost > o.cost;
+      if (expansion != o.expansion) return expansion < o.expansion;
+      return index > o.index;
     }
   };
   size_t capacity = std::max(4, store_ops / std::max(1, graph.num_ops()));
@@ -181,12 +188,13 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     std::push_heap(queue.begin(), queue.end());
   };
   std::unordered_set<uint64_t> seen{initial_hash};
-  push({initial, initial_hash, -1, {}});
+  push({initial, initial_hash, -1, {}, -1, 0});
   SearchResult r{graph, model.graph_cost_ms(graph), 0, 0, 1, {}, false, 0};
   struct Child {
     int64_t cost;
     uint64_t hash;
     const Candidate* candidate;
+    int index;
   };
   while (!queue.empty() && r.expansions < budget) {
     std::pop_heap(queue.begin(), queue.end());
@@ -198,8 +206,9 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     ++r.expansions;
     std::vector<Candidate> cands = rules.candidates(*cur, model, -1, incremental);
     std::vector<Child> children;
-    for (const Candidate& c : cands) {
-      Child ch{e.cost + c.cost_delta_units, c.child_hash, &c};
+    for (size_t i = 0; i < cands.size(); ++i) {
+      const Candidate& c = cands[i];
+      Child ch{e.cost + c.cost_delta_units, c.child_hash, &c, static_cast<int>(i)};
       if (!incremental) {
         Graph next = store.child(node, c);
         ch.cost = model.graph_cost_units(next);
@@ -208,16 +217,17 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
       if (seen.count(ch.hash)) continue;
       children.push_back(ch);
     }
-    // Best first over this expansion's children (order-independent), then the queue.
+    // The cheapest of this expansion's children (the first of equals), then the queue.
     const Child* top = nullptr;
     for (const Child& ch : children)
-      if (!top || ch.cost < top->cost || (ch.cost == top->cost && ch.hash < top->hash)) top = &ch;
+      if (!top || ch.cost < top->cost) top = &ch;
     if (top && top->cost < best.cost) best = {top->cost, top->hash, node, *top->candidate};
     for (const Child& ch : children) {
       if (!seen.insert(ch.hash).second) continue;  // two candidates leading to one graph
       ++r.graphs_seen;
-      if (static_cast<double>(ch.cost) < alpha * static_cast<double>(best.cost)) {
-        push({ch.cost, ch.hash, node, *ch.candidate});
+      // (the best itself is kept too, so alpha 1 still searches on from it)
+      if (ch.cost <= best.cost || static_cast<double>(ch.cost) < alpha * static_cast<double>(best.cost)) {
+        push({ch.cost, ch.hash, node, *ch.candidate, r.expansions, ch.index});
         store.queued_child(node, ch.cost);
       }
     }

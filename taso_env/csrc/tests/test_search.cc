@@ -130,6 +130,24 @@ TEST(incremental_backtracking_equals_the_reference) {
   }
 }
 
+TEST(backtracking_first_walks_greedys_path_so_it_never_ends_below_greedy) {
+  RuleSet rules = test_rules();
+  AnalyticCostModel model(device_profile("h100"));
+  Graph g = test_graph();
+  SearchResult greedy = greedy_search(g, rules, model, 10000, 0.0);
+  int steps = static_cast<int>(greedy.applied.size());
+  CHECK(steps > 1);
+  for (double alpha : {1.0, 1.05, 1.5}) {
+    for (int budget : {steps + 1, steps + 10, 60}) {
+      SearchResult back = backtracking_search(g, rules, model, alpha, budget, true);
+      CHECK(model.graph_cost_units(back.graph) <= model.graph_cost_units(greedy.graph));
+    }
+    // with exactly greedy's steps plus one, it ends where greedy ends
+    SearchResult walk = backtracking_search(g, rules, model, alpha, steps + 1, true);
+    CHECK(walk.applied == greedy.applied);
+  }
+}
+
 TEST(bounded_store_evicts_rebuilds_and_still_equals_the_reference) {
   RuleSet rules = test_rules();
   AnalyticCostModel model(device_profile("h100"));

@@ -13,6 +13,7 @@ phase.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pickle
@@ -255,6 +256,18 @@ def _drop_engine_duplicates(specs: list[dict]) -> tuple[list[dict], int]:
     return kept, len(specs) - len(kept)
 
 
+def assign_ids(specs: list[dict], hand_list: list[dict], previous: list[dict]) -> None:
+    """Sets each generated spec's id. Rules of the previous file keep theirs; new ones
+    take the lowest ids that no rule holds. Hand rules written after a generation have
+    ids past the generated ones, so a regeneration from scratch fills the ids below them
+    in the same order: no id ever changes meaning."""
+    prev_ids = {r["name"]: r["id"] for r in previous}
+    taken = {s["id"] for s in hand_list} | set(prev_ids.values())
+    free = (i for i in itertools.count() if i not in taken)
+    for s in specs:
+        s["id"] = prev_ids[s["name"]] if s["name"] in prev_ids else next(free)
+
+
 def generate(work: str | Path = "runs/rules", out: str | Path | None = None, domain_names=None,
              log=print) -> dict:
     """Runs every phase for the domains and writes the rule file; returns the stats."""
@@ -262,7 +275,7 @@ def generate(work: str | Path = "runs/rules", out: str | Path | None = None, dom
     work.mkdir(parents=True, exist_ok=True)
     out = Path(out) if out else RULES_DIR / GENERATED_FILE
     hand_list = hand_specs()
-    hand = build_rule_set(hand_list)
+    hand = build_rule_set([dict(s, id=i) for i, s in enumerate(hand_list)])  # for matching only
     stats: dict = {}
     all_specs = []
     for d in domains(domain_names):
@@ -291,9 +304,7 @@ def generate(work: str | Path = "runs/rules", out: str | Path | None = None, dom
     all_specs = [fresh.get(r["name"], r) for r in sorted(previous, key=lambda r: r["id"])] + \
         [s for s in all_specs if s["name"] not in prev_names]
     stats["_all"]["rules"] = len(all_specs)
-    first = len(hand_list)
-    for i, s in enumerate(all_specs):
-        s["id"] = first + i
+    assign_ids(all_specs, hand_list, previous)
     rules = [{k: s[k] for k in ("id", "name", "doc", "source", "target", "shapes", "examples", "provenance")
               if k in s} for s in all_specs]
     _atomic_json(out, {"family": FAMILY,
