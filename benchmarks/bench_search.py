@@ -4,7 +4,7 @@ cost model: backtracking (TASO's algorithm) and greedy with each rule set, and
 equality saturation (full set) where `te.search(method="eqsat")` exists.
 
     python benchmarks/bench_search.py [--budget 1000] [--alpha 1.05] [--models ...]
-        [--hand hand] [--full all]
+        [--hand hand] [--full all] [--cost-model analytic:h100 | table:h100_fp32.h5]
 
 Models: every builder graph (te.graphs.names()) and every shipped ONNX model
 (data/models/*.onnx) unless --models names some. Every optimised graph is checked
@@ -92,7 +92,10 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=1.05)
     parser.add_argument("--hand", default="hand", help="rule set of the 'hand' columns (taso_env.rules.sets)")
     parser.add_argument("--full", default="all", help="rule set of the 'full' columns")
+    parser.add_argument("--cost-model", default="analytic:h100",
+                        help="analytic:h100, or the measured H100 table: table:h100_fp32.h5")
     args = parser.parse_args()
+    te.set_cost_model(args.cost_model)
     hand, full = rule_set(args.hand), rule_set(args.full)
     eqsat = has_eqsat()
     rows = []
