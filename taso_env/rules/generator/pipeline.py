@@ -257,10 +257,11 @@ def _drop_engine_duplicates(specs: list[dict]) -> tuple[list[dict], int]:
 
 
 def assign_ids(specs: list[dict], hand_list: list[dict], previous: list[dict]) -> None:
-    """Sets each generated spec's id. Rules of the previous file keep theirs; new ones
-    take the lowest ids that no rule holds. Hand rules written after a generation have
-    ids past the generated ones, so a regeneration from scratch fills the ids below them
-    in the same order: no id ever changes meaning."""
+    """Sets each generated spec's id. Rules of the previous file (the shipped one by
+    default) keep theirs, so a rerun renumbers nothing; new ones take the lowest ids
+    that no rule holds (hand rules written after a generation have ids past the
+    generated ones). A run into a new file has no previous rules and numbers its rules
+    in generation order from the first free id: the shipped file is the id registry."""
     prev_ids = {r["name"]: r["id"] for r in previous}
     taken = {s["id"] for s in hand_list} | set(prev_ids.values())
     free = (i for i in itertools.count() if i not in taken)
