@@ -57,7 +57,7 @@ class PipelineConfig:
     controller_updates: int = 40
     num_dreams: int = 32
     rollout_steps: int = 16
-    budget: int = 100
+    budget: int = 1000
     seed: int = 0
 
     @classmethod
