@@ -27,7 +27,8 @@ def is_generated(spec: dict) -> bool:
     return "generated" in marks
 
 
-def _renumbered(specs: list[dict], suffix=None) -> list[dict]:
+def renumbered(specs: list[dict], suffix=None) -> list[dict]:
+    """Copies of `specs` with ids 0..n-1 in order (a rule set needs them so), optionally renamed."""
     out = []
     for i, s in enumerate(specs):
         name = s["name"] if suffix is None else suffix(i, s)
@@ -45,7 +46,7 @@ def rule_set(name: str) -> RuleSet:
     if name == "all":
         return default()
     if name == "hand":
-        return build_rule_set(_renumbered([s for s in default().specs if not is_generated(s)]))
+        return build_rule_set(renumbered([s for s in default().specs if not is_generated(s)]))
     if name.startswith("replicated:"):
         try:
             n = int(name.split(":", 1)[1])
@@ -55,7 +56,7 @@ def rule_set(name: str) -> RuleSet:
         if n < 1:
             raise RuleFormatError(f"rule set {name!r}: N must be at least 1")
         specs = [hand[i % len(hand)] for i in range(n)]
-        return build_rule_set(_renumbered(specs, lambda i, s: s["name"] if i < len(hand) else
+        return build_rule_set(renumbered(specs, lambda i, s: s["name"] if i < len(hand) else
                                           f"{s['name']}#{i // len(hand)}"))
     path = Path(name)
     if path.is_dir():

@@ -159,7 +159,6 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
   // spent the whole budget on nasrnn's plateau: 1.660 where breadth first finds 1.732).
   struct Entry {
     int64_t cost;
-    uint64_t hash;
     int parent;  // node id in the store; -1 for the start graph
     Candidate candidate;
     int expansion;  // the expansion that queued it
@@ -176,10 +175,9 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
   const uint64_t initial_hash = graph.hash();
   struct Best {
     int64_t cost;
-    uint64_t hash;
     int parent;  // -1: the start graph itself
     Candidate candidate;
-  } best{initial, initial_hash, -1, {}};
+  } best{initial, -1, {}};
   // A binary heap (std::push_heap / pop_heap, Entry::operator<): top = cheapest. Only
   // budget - expansions more entries can ever be popped, and the heap's order is total,
   // so entries beyond that many cheapest can never be expanded: the heap is cut back to
@@ -191,13 +189,12 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     std::push_heap(queue.begin(), queue.end());
   };
   std::unordered_set<uint64_t> seen{initial_hash};
-  push({initial, initial_hash, -1, {}, -1, 0});
+  push({initial, -1, {}, -1, 0});
   SearchResult r{graph, model.graph_cost_ms(graph), 0, 0, 1, {}, false, 0};
   struct Child {
     int64_t cost;
     uint64_t hash;
     const Candidate* candidate;
-    int index;
   };
   while (!queue.empty() && r.expansions < budget) {
     std::pop_heap(queue.begin(), queue.end());
@@ -209,9 +206,8 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     ++r.expansions;
     std::vector<Candidate> cands = rules.candidates(*cur, model, -1, incremental);
     std::vector<Child> children;
-    for (size_t i = 0; i < cands.size(); ++i) {
-      const Candidate& c = cands[i];
-      Child ch{e.cost + c.cost_delta_units, c.child_hash, &c, static_cast<int>(i)};
+    for (const Candidate& c : cands) {
+      Child ch{e.cost + c.cost_delta_units, c.child_hash, &c};
       if (!incremental) {
         Graph next = store.child(node, c);
         ch.cost = model.graph_cost_units(next);
@@ -224,13 +220,13 @@ SearchResult backtracking_search(const Graph& graph, const RuleSet& rules, const
     const Child* top = nullptr;
     for (const Child& ch : children)
       if (!top || ch.cost < top->cost) top = &ch;
-    if (top && top->cost < best.cost) best = {top->cost, top->hash, node, *top->candidate};
+    if (top && top->cost < best.cost) best = {top->cost, node, *top->candidate};
     for (const Child& ch : children) {
       if (!seen.insert(ch.hash).second) continue;  // two candidates leading to one graph
       ++r.graphs_seen;
       // (the best itself is kept too, so alpha 1 still searches on from it)
       if (ch.cost <= best.cost || static_cast<double>(ch.cost) < alpha * static_cast<double>(best.cost)) {
-        push({ch.cost, ch.hash, node, *ch.candidate, r.expansions, ch.index});
+        push({ch.cost, node, *ch.candidate, r.expansions, static_cast<int>(ch.candidate - cands.data())});
         store.queued_child(node, ch.cost);
       }
     }

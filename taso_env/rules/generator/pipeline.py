@@ -28,6 +28,7 @@ from taso_env.rules import RULES_DIR, build_rule_set, load_rule_specs
 from taso_env.rules.generator import axioms, emit, enumeration, pruning
 from taso_env.rules.generator import terms as T
 from taso_env.rules.generator.vocabulary import Domain, domains
+from taso_env.rules.sets import renumbered
 from taso_env.rules.verify import RuleVerificationError, instantiate, verify_rule
 
 GENERATED_FILE = "50_generated.json"
@@ -91,7 +92,7 @@ def _atomic_json(path: Path, obj) -> None:
 def _engine_check(spec: dict, hand) -> str:
     """'ok', 'redundant' (a hand rule does the same rewrite) or a failure message."""
     try:
-        rs = build_rule_set([dict(spec, id=0)])
+        rs = build_rule_set(renumbered([spec]))
     except Exception as e:  # noqa: BLE001 - the compiler's message is the reason
         return f"rejected by the engine: {e}"
     try:  # every draw on several value seeds (ill-conditioned rules fail here)
@@ -224,8 +225,8 @@ def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
 
 def _same_rewrite(spec: dict, others: list[dict]) -> bool:
     """Whether one of `others` rewrites `spec`'s own source pattern into the same graph."""
-    rs = build_rule_set([dict(o, id=i) for i, o in enumerate(others)])
-    mine = build_rule_set([dict(spec, id=0)])
+    rs = build_rule_set(renumbered(others))
+    mine = build_rule_set(renumbered([spec]))
     inst = instantiate(spec, spec["examples"][0], 0)
     g = inst.graph
     want = g.apply([c for c in g.candidates(0, rules=mine) if set(c.location) == inst.source_ops][0],
@@ -276,7 +277,7 @@ def generate(work: str | Path = "runs/rules", out: str | Path | None = None, dom
     work.mkdir(parents=True, exist_ok=True)
     out = Path(out) if out else RULES_DIR / GENERATED_FILE
     hand_list = hand_specs()
-    hand = build_rule_set([dict(s, id=i) for i, s in enumerate(hand_list)])  # for matching only
+    hand = build_rule_set(renumbered(hand_list))  # for matching only
     stats: dict = {}
     all_specs = []
     for d in domains(domain_names):
