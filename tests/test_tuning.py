@@ -157,22 +157,82 @@ def test_gadqn_learns_and_is_deterministic(rec):
     pytest.importorskip("tensorflow")
     from taso_env.tuning.gadqn import GADQNTuner
 
-    t = GADQNTuner(rec.space, seed=5, pop_size=8, elite_num=2, batch_size=8, train_steps=2, target_sync=2)
+    kw = dict(batch_size=8, train_steps=4, target_sync=2)
+    t = GADQNTuner(rec.space, seed=5, **kw)
     before = [p.numpy().copy() for p in t.mut_net.params]
-    curve = run_tuner(t, replayer(rec), 48, 8)
+    curve = run_tuner(t, replayer(rec), 96, 8)
     assert t.mut_net.updates > 0 and t.cross_net.updates > 0
     assert np.isfinite(t.mut_net.last_loss)
     assert any(not np.allclose(a, p.numpy()) for a, p in zip(before, t.mut_net.params))
-    # the target network was synced to the online one (target_sync=2)
+    # the target network was synced to the online one (target_sync=2, 4 updates per batch)
     assert t.cross_net.updates % 2 == 0
     assert all(np.allclose(a.numpy(), b.numpy()) for a, b in zip(t.cross_net.target, t.cross_net.params))
-    assert len(t.rewards) > 0 and all(-1 <= r <= 1 for r in t.rewards)
+    assert len(t.rewards) > 0 and all(abs(r) <= t.reward_clip for r in t.rewards)
+    # every child is a crossover child (p1 outside one segment of p2) or a mutant of p1
+    kinds = {m["kind"] for m in t.children_meta.values()}
+    assert kinds == {"crossover", "mutant"}
+    for child, meta in t.children_meta.items():
+        p1, p2 = meta["parents"]
+        a, b = meta["points"]
+        if meta["kind"] == "crossover":
+            assert all(child[g] == (p2[g] if a <= g < b else p1[g]) for g in range(len(child)))
+        else:
+            assert a == b and 1 <= sum(x != y for x, y in zip(child, p1)) == len(meta["genes"])
     assert t.epsilon < 1.0
-    again = run_tuner(GADQNTuner(rec.space, seed=5, pop_size=8, elite_num=2, batch_size=8, train_steps=2,
-                                 target_sync=2), replayer(rec), 48, 8)
+    again = run_tuner(GADQNTuner(rec.space, seed=5, **kw), replayer(rec), 96, 8)
     assert curve == again
     off = GADQNTuner(rec.space, seed=5, dqn_crossover=False, dqn_mutation=False)
     assert off.cross_net is None and off.mut_net is None
+    run_tuner(off, replayer(rec), 24, 8)  # the random crossover / mutation of the ablation runs
+
+
+def test_gadqn_switch_q_is_exact_on_the_recorded_costs(rec):
+    """With its base scores set to the recorded part times, the mutation DQN's Q of every
+    single switch is exactly what replay says the switch saves — including a conv that
+    stops or starts folding its epilogue ops."""
+    pytest.importorskip("tensorflow")
+    from taso_env.tuning.gadqn import GADQNTuner
+
+    t = GADQNTuner(rec.space, seed=0)
+    p = t.mut_net.params
+    for v in p[4:6]:
+        v.assign(np.zeros(v.shape, np.float32))  # the shared MLP scores 0
+    p[-1].assign(np.concatenate([np.asarray(rec.table[i], np.float32) for i in range(len(rec.space))]))
+    rng = np.random.default_rng(0)
+    fused_conv = next(i for i, k in enumerate(rec.space.knobs) if k.kind == "conv"
+                      and any(j.absorbed_by == i for j in rec.space.knobs))
+    for _ in range(3):
+        cfg = rec.space.random_config(rng)
+        gains = t.switch_gains(cfg)
+        base = rec.replay(cfg)
+        for g in [fused_conv] + [int(x) for x in rng.choice(len(cfg), 20, replace=False)]:
+            for v in range(t.card[g]):
+                c = list(cfg)
+                c[g] = v
+                assert gains[t.offsets[g] + v] == pytest.approx(base - rec.replay(c), abs=1e-5)
+
+
+def test_gadqn_learns_what_switches_save(rec):
+    """After 200 replayed trials the mutation DQN ranks the single switches from its best
+    config by what they really save (rank correlation), and it beats the GA's best."""
+    pytest.importorskip("tensorflow")
+    from taso_env.tuning.gadqn import GADQNTuner
+
+    t = GADQNTuner(rec.space, seed=0)
+    run_tuner(t, replayer(rec), 200, 8)
+    cfg = t.best_config
+    gains, exact = t.switch_gains(cfg), np.zeros(int(t.offsets[-1]))
+    for g in range(len(cfg)):
+        for v in range(t.card[g]):
+            c = list(cfg)
+            c[g] = v
+            exact[t.offsets[g] + v] = t.best_cost - rec.replay(c)
+    moved = np.ones(len(exact), bool)
+    moved[t.offsets[:-1] + np.asarray(cfg)] = False
+    assert spearman(gains[moved], exact[moved]) > 0.5
+    ga = GATuner(rec.space, seed=0)
+    run_tuner(ga, replayer(rec), 200, 8)
+    assert t.best_cost < ga.best_cost
 
 
 def test_config_validation(tmp_path):
@@ -210,3 +270,12 @@ def test_benchmark_driver_resumes(tmp_path):
     lines = (tmp_path / "benchmark_results.jsonl").read_text().splitlines()
     driver.benchmark(cfg, log=lambda m: None)  # a rerun resumes: nothing is run again
     assert (tmp_path / "benchmark_results.jsonl").read_text().splitlines() == lines
+    # two worker processes give the same rows (in completion order)
+    par = tune_config.from_dict({**json.loads(json.dumps(cfg.__dict__)), "out_dir": str(tmp_path / "par"),
+                                 "workers": 2})
+    driver.benchmark(par, log=lambda m: None)
+
+    def rows(path):
+        return sorted((r["key"], r["curve"]) for r in map(json.loads, path.read_text().splitlines()))
+
+    assert rows(tmp_path / "par" / "benchmark_results.jsonl") == rows(tmp_path / "benchmark_results.jsonl")

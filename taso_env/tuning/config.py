@@ -5,7 +5,7 @@ errors (TuningError naming the key). Every key is optional except `graphs`:
      "math": "tf32", "records_dir": "data/tuning", "out_dir": "runs/tune",
      "tuners": ["random", "grid", "ga", "xgb", "gadqn"],
      "tuner_params": {"ga": {"pop_size": 16}, "gadqn": {"epsilon_decay_trials": 300}},
-     "budgets": [50, 100, 200, 500], "seeds": [0, 1, 2, 3, 4], "batch": 8,
+     "budgets": [50, 100, 200, 500], "seeds": [0, 1, 2, 3, 4], "batch": 8, "workers": 1,
      "target_pct": 2.0, "start": "random", "live": false, "live_trials": 64,
      "record": {"samples_uniform": 30, "samples_local": 30},
      "experiment": {"tuner": "gadqn", "variants": {"both": {}, "crossover_only": {"dqn_mutation": false}}}}
@@ -44,6 +44,7 @@ class TuneConfig:
     budgets: list[int] = field(default_factory=lambda: [50, 100, 200, 500])
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     batch: int = 8
+    workers: int = 1  # benchmark / experiment runs in parallel processes
     target_pct: float = 2.0
     start: str = "random"
     live: bool = False
@@ -124,7 +125,7 @@ def from_dict(data: dict) -> TuneConfig:
                 raise TuningError(f"config key {key!r} must be a non-empty list of ints, got {v!r}")
     if any(b < 1 for b in d.get("budgets", [1])):
         raise TuningError(f"config key 'budgets' must hold positive trial counts, got {d['budgets']!r}")
-    for key in ("batch", "live_trials"):
+    for key in ("batch", "live_trials", "workers"):
         if key in d and (_check_type(key, d[key], int, "a positive int") < 1):
             raise TuningError(f"config key {key!r} must be a positive int, got {d[key]!r}")
     if "target_pct" in d and _check_type("target_pct", d["target_pct"], (int, float), "a number") < 0:

@@ -239,6 +239,11 @@ def _run_one(cfg: TuneConfig, rec: TuningRecords, tuner_name: str, params: dict,
             "trials_to_target": _trials_to_target(curve, target), "seconds": round(time.time() - t0, 2)}
 
 
+def _run_job(cfg: TuneConfig, spec: str, tuner_name: str, params: dict, seed: int, tag: str) -> dict:
+    """_run_one in a worker process (loads the records itself)."""
+    return _run_one(cfg, load_records(cfg, spec), tuner_name, params, seed, tag)
+
+
 def benchmark(cfg: TuneConfig, log: Log = print, variants: dict[str, tuple[str, dict]] | None = None,
               mode: str = "benchmark") -> dict:
     from tqdm import tqdm
@@ -248,17 +253,37 @@ def benchmark(cfg: TuneConfig, log: Log = print, variants: dict[str, tuple[str, 
     done = _jsonl_done(results_path)
     if variants is None:
         variants = {t: (t, cfg.tuner_params.get(t, {})) for t in cfg.tuners}
-    recs = {graph_name(g): load_records(cfg, g) for g in cfg.graphs}
-    jobs = [(g, v, s) for g in recs for v in variants for s in cfg.seeds]
-    for g, v, s in tqdm(jobs, desc=mode, mininterval=2.0):
-        key = f"{g}|{v}|{s}|{cfg.max_budget}|{cfg.batch}"
-        if key in done:
-            continue
-        tuner_name, params = variants[v]
-        row = {"key": key, "graph": g, "variant": v, "seed": s,
-               **_run_one(cfg, recs[g], tuner_name, params, s, f"{mode}/{g}/{v}/seed{s}")}
-        _append(results_path, row)
+    specs = {graph_name(g): g for g in cfg.graphs}
+    recs = {name: load_records(cfg, g) for name, g in specs.items()}
+    todo = []
+    for g in recs:
+        for v in variants:
+            for s in cfg.seeds:
+                key = f"{g}|{v}|{s}|{cfg.max_budget}|{cfg.batch}"
+                if key not in done:
+                    todo.append((key, g, v, s))
+    bar = tqdm(total=len(recs) * len(variants) * len(cfg.seeds), initial=len(recs) * len(variants) * len(cfg.seeds)
+               - len(todo), desc=mode, mininterval=2.0)
+
+    def finish(key, g, v, s, result):
+        row = {"key": key, "graph": g, "variant": v, "seed": s, **result}
+        _append(results_path, row)  # only this process writes: a killed run resumes after its last row
         done[key] = row
+        bar.update(1)
+
+    if cfg.workers > 1 and len(todo) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(cfg.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_run_job, cfg, specs[g], *variants[v], s, f"{mode}/{g}/{v}/seed{s}"):
+                       (key, g, v, s) for key, g, v, s in todo}
+            for fut in as_completed(futures):
+                finish(*futures[fut], fut.result())
+    else:
+        for key, g, v, s in todo:
+            finish(key, g, v, s, _run_one(cfg, recs[g], *variants[v], s, f"{mode}/{g}/{v}/seed{s}"))
+    bar.close()
     summary = summarize(cfg, recs, variants, done)
     with open(os.path.join(cfg.out_dir, f"{mode}_summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
