@@ -242,6 +242,7 @@ def test_config_validation(tmp_path):
     for bad, match in [({"graphs": []}, "graphs"), ({**good, "tuners": ["sa"]}, "tuners"),
                        ({**good, "budgets": [0]}, "budgets"), ({**good, "math": "fp16"}, "math"),
                        ({**good, "bogus": 1}, "unknown config keys"), ({**good, "batch": True}, "batch"),
+                       ({**good, "workers": 0}, "workers"),
                        ({**good, "start": "best"}, "start"), ({"tuners": ["ga"]}, "required")]:
         with pytest.raises(TuningError, match=match):
             tune_config.from_dict(bad)
