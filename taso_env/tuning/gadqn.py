@@ -11,21 +11,24 @@ made it:
   n(n + 1)/2 segments of `max_actions` = n gene buckets. State: per bucket, the share of
   genes in which the parents differ and the mutation DQN's estimate of what taking p2's
   values there gains (below), plus both parents' costs relative to the best.
-- **Mutant child**: p1 with k = max(1, Binomial(genes, mutation_prob)) genes switched.
-  The mutation DQN picks the (gene, new value) pairs, one per gene, epsilon-greedy each.
-  Its state is the child's config one-hot (one input per option of every gene); its
-  head gives every option a learned cost score y(s)[g, v], and the Q-value of switching
-  gene g from its current value u to v is y[g, u] - y[g, v] (what the switch saves). A
-  mutant's Q is the sum over its switches, so one measured child trains every switch it
-  made with the right share, and every measurement teaches two options of each gene
-  (the old and the new value). In a space whose cost is close to a sum over genes, as
-  the executor's is (records.py), this Q is exact with the scores alone.
+- **Mutant child**: p1 with up to k = max(1, Binomial(genes, mutation_prob)) genes
+  switched. The mutation DQN picks the (gene, new value) pairs, one per gene,
+  epsilon-greedy each, and stops early when no further switch is predicted to save
+  anything; a count-based bonus (`exploration_bonus` / sqrt(1 + times tried)) keeps
+  untried options in play. Its Q-network (`SwitchCostNet`) gives every option a cost
+  score y(s)[g, v] and values switching gene g from its current value u to v as
+  y[g, u] - y[g, v] (what the switch saves). A mutant's Q is the sum over its switches,
+  so one measured child trains every switch it made with the right share; a crossover
+  child is also relabelled as the switches that turn either parent into it, so every
+  child trains the mutation DQN.
 
 Reward (both DQNs): what the child saves over its reference — p1 (the child is p1 plus
 the segment or the switches) — relative to the best cost when it was made, times
-`reward_scale` (100: 1% is 1), clipped to +-`reward_clip` (a failed measurement: the
-negative clip). Transitions go into a replay buffer; after each measured batch
-`train_steps` minibatch updates (Huber loss) towards r + gamma * max Q_target(s'), with
+`reward_scale` (10: 1% is 0.1), clipped to +-`reward_clip` (a failed measurement: the
+negative clip). Transitions go into a replay buffer of the `buffer_size` most recent
+(the early, large rewards would otherwise dominate the loss late in the run); after each
+measured batch `train_steps` minibatch updates (squared error) towards
+r + gamma * max Q_target(s'), with
 s' the child's own state (for the mutation DQN, max over single switches, at least 0:
 "switch nothing"); the target network is synced every `target_sync` updates; epsilon
 decays linearly from `epsilon_start` to `epsilon_end` over `epsilon_decay_trials`.
@@ -94,7 +97,8 @@ class StateMLP:
     def __init__(self, state_dim: int, n_actions: int, hidden: int, init: np.random.Generator):
         self.n_out = n_actions
         self.max_action_size = 1
-        self.params = _layer(init, state_dim, hidden) + _layer(init, hidden, hidden) + _layer(init, hidden, n_actions, 0.1)
+        self.params = (_layer(init, state_dim, hidden) + _layer(init, hidden, hidden)
+                       + _layer(init, hidden, n_actions, 0.1))
         self.table_params = 0
 
     def forward(self, params, states):
@@ -108,13 +112,15 @@ class StateMLP:
 
 
 class SwitchCostNet:
-    """Q-network of the mutation DQN. The state is a config one-hot (one input per
-    option of every gene); the network gives every option a cost score y(s)[g, v] and
-    the Q of switching gene g from its current value u to v is y[g, u] - y[g, v].
+    """Q-network of the mutation DQN. The state is a config as the output index of each
+    gene's current value (the gene's offset + its value); the network gives every option
+    a cost score y(s)[g, v] and the Q of switching gene g from its current value u to v
+    is y[g, u] - y[g, v].
 
     y is built the way the executor spends time: base[g, v] = a shared MLP over the
-    option's features (option_features) times a learned scale per gene, plus a learned
-    residual per option; a conv option that does not fold its epilogue also pays the
+    option's features (option_features) and a learned embedding of its gene, times a
+    learned scale per gene, plus a residual per option (L2-penalised, so options seen in
+    few transitions lean on the shared part); a conv option that does not fold its epilogue also pays the
     epilogue ops' current base scores, and an epilogue op's own scores count only while
     its conv does not fold it (space.active). So a switch's Q is exact for any space
     whose cost is the executor's (records.py) once the base scores are learned. The
