@@ -15,6 +15,7 @@ per (mode, graph, tuner, seed) as they finish, and a rerun skips what is done (r
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -255,15 +256,10 @@ def benchmark(cfg: TuneConfig, log: Log = print, variants: dict[str, tuple[str, 
         variants = {t: (t, cfg.tuner_params.get(t, {})) for t in cfg.tuners}
     specs = {graph_name(g): g for g in cfg.graphs}
     recs = {name: load_records(cfg, g) for name, g in specs.items()}
-    todo = []
-    for g in recs:
-        for v in variants:
-            for s in cfg.seeds:
-                key = f"{g}|{v}|{s}|{cfg.max_budget}|{cfg.batch}"
-                if key not in done:
-                    todo.append((key, g, v, s))
-    bar = tqdm(total=len(recs) * len(variants) * len(cfg.seeds), initial=len(recs) * len(variants) * len(cfg.seeds)
-               - len(todo), desc=mode, mininterval=2.0)
+    jobs = [(f"{g}|{v}|{s}|{cfg.max_budget}|{cfg.batch}", g, v, s)
+            for g, v, s in itertools.product(recs, variants, cfg.seeds)]
+    todo = [job for job in jobs if job[0] not in done]
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=mode, mininterval=2.0)
 
     def finish(key, g, v, s, result):
         row = {"key": key, "graph": g, "variant": v, "seed": s, **result}

@@ -99,7 +99,6 @@ class StateMLP:
         self.max_action_size = 1
         self.params = (_layer(init, state_dim, hidden) + _layer(init, hidden, hidden)
                        + _layer(init, hidden, n_actions, 0.1))
-        self.table_params = 0
 
     def forward(self, params, states):
         return _mlp(params, states)
@@ -148,7 +147,6 @@ class SwitchCostNet:
                        + [tf.Variable(np.zeros(self.n_genes, np.float32)),
                           tf.Variable(init.normal(0, 0.1, (self.n_genes, gene_dim)).astype(np.float32)),
                           tf.Variable(np.zeros(self.n_out, np.float32))])
-        self.table_params = 3  # per-gene scales and embeddings, per-option residuals
         self.residual_l2 = residual_l2
 
     def forward(self, params, states):
@@ -179,17 +177,13 @@ class DQN:
     next_value(y_target(s'), s'); the target is synced every `target_sync` updates."""
 
     def __init__(self, net, *, learning_rate: float = 1e-3, gamma: float = 0.5, buffer_size: int = 4096,
-                 batch_size: int = 32, target_sync: int = 25, table_lr_factor: float = 1.0):
+                 batch_size: int = 32, target_sync: int = 25):
         self.net = net
-        self.n_out = net.n_out
         self.params = net.params
         self.gamma, self.batch_size, self.target_sync = gamma, batch_size, target_sync
         self.target = [tf.Variable(p.numpy()) for p in self.params]
         self.buffer: deque = deque(maxlen=buffer_size)
-        # a network's table parameters (per gene / per option) are each seen in few
-        # transitions, so they may learn `table_lr_factor` times faster than its MLP
-        n_table = net.table_params
-        self.lrs = [learning_rate] * (len(self.params) - n_table) + [learning_rate * table_lr_factor] * n_table
+        self.lr = learning_rate
         self._m = [tf.Variable(tf.zeros_like(p)) for p in self.params]
         self._v = [tf.Variable(tf.zeros_like(p)) for p in self.params]
         self._t = tf.Variable(0.0)
@@ -201,8 +195,13 @@ class DQN:
         return self.net.forward(self.params, tf.constant(np.atleast_2d(states))).numpy()
 
     def remember(self, state, action: Sequence[tuple[int, float]], reward: float, next_state) -> None:
-        """`action`: (output index, sign) pairs."""
-        self.buffer.append((np.asarray(state), tuple(action), float(reward), np.asarray(next_state)))
+        """`action`: (output index, sign) pairs, stored padded to the network's widest
+        action (fixed, so the training function is traced once)."""
+        idx = np.zeros(self.net.max_action_size, np.int32)
+        sign = np.zeros(self.net.max_action_size, np.float32)
+        for j, (out, sg) in enumerate(action):
+            idx[j], sign[j] = out, sg
+        self.buffer.append((np.asarray(state), idx, sign, float(reward), np.asarray(next_state)))
 
     def _step(self, s, idx, sign, r, s2):
         y_target = r + self.gamma * self.net.next_value(self.net.forward(self.target, s2), s2)
@@ -212,13 +211,13 @@ class DQN:
         grads = tape.gradient(loss, self.params)
         self._t.assign_add(1.0)
         b1, b2 = 0.9, 0.999
-        for p, g, m, v, lr in zip(self.params, grads, self._m, self._v, self.lrs):
+        for p, g, m, v in zip(self.params, grads, self._m, self._v):
             g = tf.convert_to_tensor(g)  # a gathered parameter's gradient comes as IndexedSlices
             m.assign(b1 * m + (1 - b1) * g)
             v.assign(b2 * v + (1 - b2) * g * g)
             mh = m / (1 - b1 ** self._t)
             vh = v / (1 - b2 ** self._t)
-            p.assign_sub(lr * mh / (tf.sqrt(vh) + 1e-8))
+            p.assign_sub(self.lr * mh / (tf.sqrt(vh) + 1e-8))
         if tf.equal(tf.math.floormod(self._t, float(self.target_sync)), 0.0):
             for t, p in zip(self.target, self.params):
                 t.assign(p)
@@ -236,18 +235,9 @@ class DQN:
         if len(self.buffer) < self.batch_size or steps <= 0:
             return
         pick = rng.integers(len(self.buffer), size=(steps, self.batch_size))
-        width = self.net.max_action_size  # fixed, so the training function is traced once
-        idx = np.zeros((steps, self.batch_size, width), np.int32)
-        sign = np.zeros((steps, self.batch_size, width), np.float32)
-        for k in range(steps):
-            for row, i in enumerate(pick[k]):
-                for j, (out, sg) in enumerate(self.buffer[i][1]):
-                    idx[k, row, j], sign[k, row, j] = out, sg
-        s = np.stack([[self.buffer[i][0] for i in row] for row in pick])
-        r = np.array([[self.buffer[i][2] for i in row] for row in pick], np.float32)
-        s2 = np.stack([[self.buffer[i][3] for i in row] for row in pick])
-        self.last_loss = float(self._train(tf.constant(s), tf.constant(idx), tf.constant(sign), tf.constant(r),
-                                           tf.constant(s2)))
+        s, idx, sign, r, s2 = (np.stack([[self.buffer[i][field] for i in row] for row in pick]) for field in range(5))
+        self.last_loss = float(self._train(tf.constant(s), tf.constant(idx), tf.constant(sign),
+                                           tf.constant(r.astype(np.float32)), tf.constant(s2)))
         self.updates += steps
 
 
@@ -263,7 +253,7 @@ class GADQNTuner(GATuner):
                  epsilon_end: float = 0.05, epsilon_decay_trials: int = 100, buffer_size: int = 256,
                  batch_size: int = 64, train_steps: int = 64, target_sync: int = 25, max_actions: int = 16,
                  reward_scale: float = 10.0, reward_clip: float = 100.0, exploration_bonus: float = 0.2,
-                 table_lr_factor: float = 1.0, gene_dim: int = 4, residual_l2: float = 1e-3):
+                 gene_dim: int = 4, residual_l2: float = 1e-3):
         if not 0 <= epsilon_end <= epsilon_start <= 1:
             raise TuningError(f"GA-DQN needs 0 <= epsilon_end <= epsilon_start <= 1, got {epsilon_end}, "
                               f"{epsilon_start}")
@@ -289,8 +279,7 @@ class GADQNTuner(GATuner):
         self.cross_net = (DQN(StateMLP(2 * self.n_buckets + 2, len(self.segments), hidden,
                                        np.random.default_rng(seed * 2 + 1)), **kw) if dqn_crossover else None)
         self.mut_net = (DQN(SwitchCostNet(space, hidden, np.random.default_rng(seed * 2 + 2), gene_dim=gene_dim,
-                                          residual_l2=residual_l2),
-                            table_lr_factor=table_lr_factor, **kw) if dqn_mutation else None)
+                                          residual_l2=residual_l2), **kw) if dqn_mutation else None)
         self.exploration_bonus = exploration_bonus
         self.tried = np.zeros(int(self.offsets[-1]))  # transitions that switched from or to each option
         self.rewards: list[float] = []
@@ -314,9 +303,9 @@ class GADQNTuner(GATuner):
     def switch_gains(self, config: Sequence[int]) -> np.ndarray:
         """The mutation DQN's Q of every single switch from `config` (per output; the
         current values 0)."""
-        y = self.mut_net.outputs(self._state(config))[0].astype(np.float64)
-        current = y[self.offsets[:-1] + np.asarray(config, np.int64)]
-        return current[self.gene_of] - y
+        state = self._state(config)
+        y = self.mut_net.outputs(state)[0].astype(np.float64)
+        return y[state][self.gene_of] - y
 
     def _cross_state(self, p1: Config, p2: Config) -> np.ndarray:
         a, b = np.asarray(p1), np.asarray(p2)
@@ -327,7 +316,7 @@ class GADQNTuner(GATuner):
             idx = np.flatnonzero(differ)
             gain[idx] = gains[self.offsets[idx] + b[idx]] / self.reward_scale
         e = self.bucket_edges
-        share = np.array([differ[e[i]:e[i + 1]].mean() if e[i + 1] > e[i] else 0.0 for i in range(self.n_buckets)])
+        share = np.array([differ[e[i]:e[i + 1]].mean() for i in range(self.n_buckets)])
         bucket_gain = np.array([gain[e[i]:e[i + 1]].sum() for i in range(self.n_buckets)])
         return np.concatenate([share, bucket_gain,
                                [self._rel(self.measured[p1]) - 1, self._rel(self.measured[p2]) - 1]]).astype(np.float32)
@@ -358,11 +347,11 @@ class GADQNTuner(GATuner):
             genes = self.rng.choice(g, size=k, replace=False)
             return [(int(x), int(self.rng.integers(self.card[x]))) for x in genes]
         gains = self.switch_gains(child)
+        current = self._state(child)
         if self.exploration_bonus > 0:  # optimism for options seldom tried (count-based, UCB-like)
-            scale = self.exploration_bonus
-            cur = self.offsets[:-1] + np.asarray(child)
-            gains += scale * (1.0 / np.sqrt(1.0 + self.tried[cur][self.gene_of]) + 1.0 / np.sqrt(1.0 + self.tried)) / 2
-        gains[self.offsets[:-1] + np.asarray(child)] = -np.inf  # "switching" to the current value
+            untried = 1.0 / np.sqrt(1.0 + self.tried)
+            gains += self.exploration_bonus * (untried[current][self.gene_of] + untried) / 2
+        gains[current] = -np.inf  # "switching" to the current value
         muts: list[tuple[int, int]] = []
         for _ in range(k):
             if self.rng.random() < self.epsilon:
@@ -371,10 +360,9 @@ class GADQNTuner(GATuner):
                     continue
                 value = int(self.rng.integers(self.card[gene]))
                 if value == child[gene]:
-                    value = (value + 1 + int(self.rng.integers(self.card[gene] - 1))) % self.card[gene] \
-                        if self.card[gene] > 1 else value
-                if value == child[gene]:
-                    continue
+                    if self.card[gene] == 1:
+                        continue
+                    value = (value + 1 + int(self.rng.integers(self.card[gene] - 1))) % self.card[gene]
             else:
                 action = int(np.argmax(gains))
                 if not np.isfinite(gains[action]) or (muts and gains[action] <= 0):
