@@ -16,8 +16,9 @@ python3 -c "import cython" 2>/dev/null || python3 -m pip install -q --no-deps --
 RLFLOW_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++" \
   python3 -m pip install --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log" | tee -a "$LOG"; exit 1; }
 say "built"
-timeout $(( $(left) - 360 )) python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_cuda_fusion.py \
-  tests/test_cuda_tuning.py 2>&1 | tail -6 | tee -a "$LOG"
+timeout $(( $(left) - ${BENCH_S:-360} )) python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_cuda.py \
+  tests/test_cuda_fusion.py tests/test_cuda_gemm_fusion.py tests/test_cuda_chain_fusion.py tests/test_cuda_tuning.py \
+  > "$OUT/pytest.txt" 2>&1; tail -6 "$OUT/pytest.txt" | tee -a "$LOG"
 say "cuda tests done"
 EVAL=$1
 if [ -n "$EVAL" ] && [ -d "$EVAL" ]; then

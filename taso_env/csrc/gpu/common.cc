@@ -1,7 +1,9 @@
 // Status checks, device memory, the shared context and device queries.
 #include "common.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "taso/errors.h"
 
@@ -92,9 +94,53 @@ Context& context() {
     RLFLOW_CUDA(cudaMalloc(&c->cublas_workspace, c->cublas_workspace_bytes));
     RLFLOW_CUBLAS(cublasSetWorkspace(c->cublas, c->cublas_workspace, c->cublas_workspace_bytes));
     RLFLOW_CUBLAS(cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH));
+    RLFLOW_CUBLAS(cublasLtCreate(&c->cublaslt));
     return c;
   }();
   return *ctx;
+}
+
+float time_calls_ms(const std::function<bool(cudaStream_t)>& enqueue, cudaStream_t s, int calls, int samples) {
+  if (!enqueue(s) || cudaStreamSynchronize(s) != cudaSuccess) {
+    cudaGetLastError();
+    return -1.f;
+  }
+  auto body = [&] {
+    for (int k = 0; k < calls; ++k) enqueue(s);
+  };
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+    body();
+    if (cudaStreamEndCapture(s, &graph) != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+      exec = nullptr;
+      cudaGetLastError();
+    }
+  }
+  auto launch = [&] {
+    if (exec) RLFLOW_CUDA(cudaGraphLaunch(exec, s));
+    else body();
+  };
+  cudaEvent_t e0, e1;
+  RLFLOW_CUDA(cudaEventCreate(&e0));
+  RLFLOW_CUDA(cudaEventCreate(&e1));
+  launch();
+  std::vector<float> times;
+  for (int r = 0; r < samples; ++r) {
+    RLFLOW_CUDA(cudaEventRecord(e0, s));
+    launch();
+    RLFLOW_CUDA(cudaEventRecord(e1, s));
+    RLFLOW_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    RLFLOW_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    times.push_back(ms / calls);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 void set_cublas_math(MathMode mode) {

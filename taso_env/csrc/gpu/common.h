@@ -2,12 +2,14 @@
 // the process-wide handles (stream, cuDNN, cuBLAS) and the math mode.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -74,6 +76,7 @@ struct Context {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublaslt = nullptr;
   void* cublas_workspace = nullptr;
   size_t cublas_workspace_bytes = 0;
   int device = 0;
@@ -105,6 +108,14 @@ class LaunchScope {
  private:
   LaunchParams saved_;
 };
+
+// GPU time of one call of `enqueue` in ms, as the executor runs it: `calls` back-to-back
+// calls captured in a CUDA graph (eager launches would charge each kernel several us of
+// launch overhead; eager when a library refuses capture), the median of `samples`
+// replays after one warm-up. `enqueue` returns false when the call cannot run; the
+// result is then negative.
+float time_calls_ms(const std::function<bool(cudaStream_t)>& enqueue, cudaStream_t s, int calls = 8,
+                    int samples = 5);
 
 // Sets the cuBLAS math mode of the shared handle for `mode`.
 void set_cublas_math(MathMode mode);

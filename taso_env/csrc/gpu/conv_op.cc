@@ -203,8 +203,8 @@ ConvAlgo ConvOp::heuristic() {
 }
 
 // Times every (algorithm, math type, fused or not) that cuDNN runs for this
-// configuration on scratch buffers: the median of 5 replays of a CUDA graph of 8 calls,
-// after a warm-up. Strict fp32 admits FMA math only.
+// configuration on scratch buffers with time_calls_ms (a CUDA graph of 8 calls, median
+// of 5 replays). Strict fp32 admits FMA math only.
 ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* timings) {
   Context& ctx = context();
   cudaStream_t s = ctx.stream;
@@ -223,9 +223,6 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
   DeviceBuffer bb = zeroed(cfg_.bias ? cfg_.y[1] * sizeof(float) : 0);
   const float* z = cfg_.residual ? bz.as<float>() : nullptr;
   const float* bias = cfg_.bias ? bb.as<float>() : nullptr;
-  cudaEvent_t e0, e1;
-  RLFLOW_CUDA(cudaEventCreate(&e0));
-  RLFLOW_CUDA(cudaEventCreate(&e1));
   // Candidates: what cudnnFind ran successfully (it runs every algorithm, so none of
   // these crashes on this configuration), each with FMA math and, for TF32, also the
   // math type Find used.
@@ -275,50 +272,13 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
       ConvAlgo cand{a, math, ws, 0.f, fused != 0};
       if (log) std::fprintf(stderr, "rlflow conv try algo %d math %d fused %d ws %zu\n", static_cast<int>(a),
                             static_cast<int>(math), fused, ws);
-      if (enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s) !=
-          CUDNN_STATUS_SUCCESS) {
-        cudaGetLastError();
-        continue;
-      }
-      if (cudaStreamSynchronize(s) != cudaSuccess) {
-        cudaGetLastError();
-        continue;
-      }
-      // Timed as the executor runs it: 8 calls captured in a CUDA graph (eager launches
-      // would charge multi-kernel algorithms ~4 us of launch overhead per kernel).
-      auto body = [&] {
-        for (int k = 0; k < 8; ++k)
-          enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), s);
-      };
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-        body();
-        if (cudaStreamEndCapture(s, &graph) != cudaSuccess ||
-            cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-          exec = nullptr;
-          cudaGetLastError();
-        }
-      }
-      auto launch = [&] {
-        if (exec) RLFLOW_CUDA(cudaGraphLaunch(exec, s));
-        else body();
-      };
-      launch();
-      std::vector<float> samples;
-      for (int r = 0; r < 5; ++r) {
-        RLFLOW_CUDA(cudaEventRecord(e0, s));
-        launch();
-        RLFLOW_CUDA(cudaEventRecord(e1, s));
-        RLFLOW_CUDA(cudaEventSynchronize(e1));
-        float ms = 0;
-        RLFLOW_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        samples.push_back(ms / 8);
-      }
-      if (exec) cudaGraphExecDestroy(exec);
-      if (graph) cudaGraphDestroy(graph);
-      std::sort(samples.begin(), samples.end());
-      cand.ms = samples[samples.size() / 2];
+      cand.ms = time_calls_ms(
+          [&](cudaStream_t st) {
+            return enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), st) ==
+                   CUDNN_STATUS_SUCCESS;
+          },
+          s);
+      if (cand.ms < 0) continue;
       if (log)
         std::fprintf(stderr, "rlflow conv tune %s algo %d math %d fused %d: %.4f ms\n",
                      dims_str(cfg_.w).c_str(), static_cast<int>(a), static_cast<int>(math), fused, cand.ms);
@@ -326,8 +286,6 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
       if (best.ms < 0 || cand.ms < best.ms) best = cand;
     }
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   if (best.ms < 0) {  // nothing ran: the always-available implicit GEMM
     best = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
             cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};

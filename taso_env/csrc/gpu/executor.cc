@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 
+#include "elementwise_fusion.h"
 #include "fusion.h"
+#include "gemm_fusion.h"
 #include "kernels.h"
+#include "views.h"
 #include "taso/cost_model.h"
 #include "taso/errors.h"
 
@@ -71,9 +75,14 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (host_fed[id]) continue;
     for (const TensorRef& r : graph_.op(id).inputs) stack.push_back(r.op);
   }
+  // RLFLOW_FUSE=0 turns every executor fusion off (conv and GEMM epilogues, element-wise
+  // chains, strided views), for comparison.
+  const char* fuse_env = std::getenv("RLFLOW_FUSE");
+  const bool fuse = !(fuse_env && std::string(fuse_env) == "0");
   // One arena for every needed tensor (sources included). A Reshape, Flatten or Identity
-  // output is its input's buffer (tensors are written once, by their producer, so an
-  // alias never sees other data): it runs no kernel.
+  // output (and with fusion a Transpose that only moves dims of size 1) is its input's
+  // buffer (tensors are written once, by their producer, so an alias never sees other
+  // data): it runs no kernel.
   offsets_.assign(n_ops, {});
   std::vector<char> alias(n_ops, 0);
   size_t total = 0;
@@ -81,7 +90,8 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     const Op& op = graph_.op(id);
     offsets_[id].assign(op.outputs.size(), kNone);
     if (!needed[id]) continue;
-    bool view = op.type == OpType::kReshape || op.type == OpType::kFlatten || op.type == OpType::kIdentity;
+    bool view = op.type == OpType::kReshape || op.type == OpType::kFlatten || op.type == OpType::kIdentity ||
+                (fuse && op.type == OpType::kTranspose && is_reshape_like(graph_, id));
     if (view && !host_fed[id] && op.inputs.size() == 1) {
       size_t in = offsets_[op.inputs[0].op][op.inputs[0].index];
       if (in != kNone) {
@@ -107,7 +117,44 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
   }
   std::vector<char> constant = constant_ops(graph_);
   const FusionPlan fusion = plan_conv_fusions(graph_, needed, host_fed, constant, &no_fuse);
-  fused_ops_ = fusion.fused_ops;
+  // Ops the steps compute, and which of them later fusions may take.
+  std::vector<char> computed(n_ops, 0), usable(n_ops, 0);
+  for (int id = 0; id < n_ops; ++id) {
+    computed[id] = needed[id] && !host_fed[id] && !constant[id] && !is_source_op(graph_.op(id).type) && !alias[id];
+    usable[id] = computed[id] && !fusion.skip[id] && fusion.at[id].conv < 0;
+  }
+  const GemmPlan gemms = plan_gemm_fusions(graph_, usable, alias, fuse);
+  for (int id = 0; id < n_ops; ++id) usable[id] = usable[id] && !gemms.skip[id] && gemms.at[id] < 0;
+  ChainPlan chains;
+  if (fuse) {
+    chains = plan_elementwise_chains(graph_, usable);
+  } else {
+    chains.at.assign(n_ops, -1);
+    chains.skip.assign(n_ops, 0);
+  }
+  // Strided views: Transposes that no step needs as a copy. Steps that read through
+  // views: GEMMs with their folded ops, element-wise chains, and Transposes that run.
+  std::vector<char> view_reader(n_ops, 0);
+  for (const GemmFusion& f : gemms.fusions) {
+    view_reader[f.gemm] = 1;
+    for (int k : f.folded) view_reader[k] = 1;
+  }
+  for (const ElementwiseChain& c : chains.chains) {
+    for (int k : c.ops) view_reader[k] = 1;
+    if (c.softmax >= 0) view_reader[c.softmax] = 1;
+  }
+  std::vector<char> transposable(n_ops, 0);
+  for (int id = 0; id < n_ops; ++id) {
+    usable[id] = usable[id] && !chains.skip[id] && chains.at[id] < 0;
+    transposable[id] = fuse && usable[id] && graph_.op(id).type == OpType::kTranspose;
+    view_reader[id] = view_reader[id] || transposable[id];
+  }
+  ViewPlan views(graph_, transposable, alias);
+  views.decide(view_reader);
+  fused_ops_ = fusion.fused_ops + gemms.fused_ops + chains.fused_ops + views.num_skipped();
+  const ViewResolver resolve = [&](const TensorRef& r) {
+    return views.resolve(r, [&](const TensorRef& t) { return tensor_ptr(t); });
+  };
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
     if (!needed[id]) continue;
@@ -124,7 +171,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
       }
       continue;
     }
-    if (fusion.skip[id] || alias[id]) continue;
+    if (fusion.skip[id] || alias[id] || gemms.skip[id] || chains.skip[id] || views.skipped(id)) continue;
     std::vector<void*> in, out;
     for (size_t k = 0; k < op.outputs.size(); ++k) out.push_back(tensor_ptr({id, static_cast<int>(k)}));
     if (const ConvFusion& f = fusion.at[id]; f.conv >= 0) {
@@ -133,8 +180,21 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
                                           out[0], f.activation, options_.math, *res_));
       continue;
     }
-    for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
-    Step step = compile_op(graph_, id, in, out, options_.math, *res_);
+    if (gemms.at[id] >= 0) {
+      steps_.push_back(compile_gemm(graph_, gemms.fusions[gemms.at[id]], resolve, out[0], options_.math, *res_));
+      continue;
+    }
+    Step step;
+    if (chains.at[id] >= 0) {
+      step = compile_elementwise_chain(graph_, chains.chains[chains.at[id]], resolve, out[0], *res_);
+    } else if (transposable[id]) {  // a Transpose that runs: one strided copy from the data's buffer
+      StridedView in = resolve(op.inputs[0]);
+      step = compile_strided_copy(permuted(in, transpose_perm(op, in.shape.size())), dtype_size(op.outputs[0].dtype),
+                                  out[0]);
+    } else {
+      for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
+      step = compile_op(graph_, id, in, out, options_.math, *res_);
+    }
     if (auto it = options_.plan.find(id); it != options_.plan.end() && (it->second.threads || it->second.items_per_thread)) {
       const int threads = it->second.threads, items = it->second.items_per_thread;
       step = [inner = std::move(step), threads, items](cudaStream_t s) {

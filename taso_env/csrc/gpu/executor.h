@@ -19,6 +19,7 @@
 
 #include "common.h"
 #include "taso/graph.h"
+#include "views.h"
 
 namespace taso {
 namespace cuda {
@@ -134,6 +135,8 @@ class Executor {
 // (device pointers into the arena). Throws UnsupportedGraphError naming the op.
 Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& inputs,
                 const std::vector<void*>& outputs, MathMode math, StepResources& res);
+// Copies the elements of a strided view, in row-major order of its shape, to `to`.
+Step compile_strided_copy(const StridedView& from, int elem_size, void* to);
 // Compiles Conv2D op `conv_id` with an epilogue folded in by the executor: y =
 // act(conv + bias + residual) written to `output` (residual may be null).
 Step compile_fused_conv(const Graph& graph, int conv_id, const std::vector<void*>& inputs, const void* residual,

@@ -187,6 +187,22 @@ ConvConfig make_conv_config(const Op& op, const std::vector<TensorType>& in, boo
   return cfg;
 }
 
+Step compile_strided_copy(const StridedView& from, int elem_size, void* to) {
+  if (from.shape.size() > static_cast<size_t>(kMaxRank))
+    throw UnsupportedGraphError("strided copy of rank " + std::to_string(from.shape.size()) + " exceeds the backend's " +
+                                std::to_string(kMaxRank));
+  PermuteIndex idx;
+  idx.rank = static_cast<int>(from.shape.size());
+  int64_t n = 1;
+  for (int d = 0; d < idx.rank; ++d) {
+    idx.out_dims[d] = from.shape[d];
+    idx.in_strides[d] = from.strides[d];
+    n *= from.shape[d];
+  }
+  const void* x = from.data;
+  return [=](cudaStream_t s) { launch_permute(x, to, elem_size, idx, n, s); };
+}
+
 Step compile_fused_conv(const Graph& graph, int conv_id, const std::vector<void*>& inputs, const void* residual,
                         void* output, int activation, MathMode math, StepResources& res) {
   return compile_conv(graph, conv_id, inputs, output, residual, activation, math, res);
@@ -290,20 +306,8 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
     }
     case OpType::kTranspose: {
       const auto& xs = in[0].shape;
-      std::vector<int64_t> perm = op.attrs.ints.count("perm") ? op.attrs.get_ints("perm") : std::vector<int64_t>{};
-      if (perm.empty())
-        for (int64_t d = static_cast<int64_t>(xs.size()) - 1; d >= 0; --d) perm.push_back(d);
-      std::vector<int64_t> strides(xs.size(), 1);
-      for (int d = static_cast<int>(xs.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * xs[d + 1];
-      PermuteIndex idx;
-      idx.rank = static_cast<int>(xs.size());
-      for (int d = 0; d < idx.rank; ++d) {
-        idx.out_dims[d] = out.shape[d];
-        idx.in_strides[d] = strides[perm[d]];
-      }
-      const void* xp = x[0];
-      void* yp = y[0];
-      return [=](cudaStream_t s) { launch_permute(xp, yp, esize, idx, n, s); };
+      StridedView whole{x[0], xs, contiguous_strides(xs)};
+      return compile_strided_copy(permuted(whole, transpose_perm(op, xs.size())), esize, y[0]);
     }
     case OpType::kMaxPool2D:
     case OpType::kAvgPool2D: return compile_pool(op, in, x, y);

@@ -1,0 +1,164 @@
+// Strided views of tensors (see views.h).
+#include "views.h"
+
+#include <set>
+#include <stdexcept>
+
+namespace taso {
+namespace cuda {
+
+bool StridedView::contiguous() const { return strides == contiguous_strides(shape); }
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+bool reshape_strides(const StridedView& v, const std::vector<int64_t>& shape, std::vector<int64_t>* strides) {
+  int64_t numel = 1;
+  for (int64_t d : v.shape) numel *= d;
+  strides->assign(shape.size(), 1);
+  if (numel == 0 || v.shape.empty()) {
+    *strides = contiguous_strides(shape);
+    return true;
+  }
+  // Walk both shapes from the innermost dim. The old dims split into chunks that are
+  // contiguous with each other (stride[d] = stride[d + 1] * size[d + 1]); each chunk
+  // must be covered exactly by a run of new dims, which then step through it.
+  int nd = static_cast<int>(shape.size()) - 1;
+  int64_t base = v.strides.back(), chunk = 1, covered = 1;
+  for (int d = static_cast<int>(v.shape.size()) - 1; d >= 0; --d) {
+    chunk *= v.shape[d];
+    bool chunk_ends = d == 0 || (v.shape[d - 1] != 1 && v.strides[d - 1] != chunk * base);
+    if (!chunk_ends) continue;
+    while (nd >= 0 && (covered < chunk || shape[nd] == 1)) {
+      (*strides)[nd] = covered * base;
+      covered *= shape[nd];
+      --nd;
+    }
+    if (covered != chunk) return false;
+    if (d > 0) {
+      base = v.strides[d - 1];
+      chunk = covered = 1;
+    }
+  }
+  return nd < 0;
+}
+
+bool is_reshape_like(const Graph& graph, int id) {
+  const Op& op = graph.op(id);
+  if (op.inputs.size() != 1 || op.outputs.size() != 1) return false;
+  if (op.type == OpType::kReshape || op.type == OpType::kFlatten || op.type == OpType::kIdentity) return true;
+  if (op.type != OpType::kTranspose) return false;
+  // Moving dims of size 1 keeps the element order.
+  const auto& xs = graph.tensor_type(op.inputs[0]).shape;
+  std::vector<int64_t> perm = transpose_perm(op, xs.size());
+  int64_t prev = -1;
+  for (int64_t p : perm) {
+    if (xs[p] == 1) continue;
+    if (p < prev) return false;
+    prev = p;
+  }
+  return true;
+}
+
+std::vector<int64_t> transpose_perm(const Op& op, size_t rank) {
+  std::vector<int64_t> perm = op.attrs.ints.count("perm") ? op.attrs.get_ints("perm") : std::vector<int64_t>{};
+  if (perm.empty())
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) perm.push_back(d);
+  return perm;
+}
+
+StridedView permuted(const StridedView& v, const std::vector<int64_t>& perm) {
+  StridedView p{v.data, {}, {}};
+  for (int64_t d : perm) {
+    p.shape.push_back(v.shape[d]);
+    p.strides.push_back(v.strides[d]);
+  }
+  return p;
+}
+
+ViewPlan::ViewPlan(const Graph& graph, const std::vector<char>& transposable, const std::vector<char>& alias)
+    : graph_(graph), transposable_(transposable), alias_(alias), skip_(graph.num_ops(), 0) {}
+
+int ViewPlan::num_skipped() const {
+  int k = 0;
+  for (char c : skip_) k += c != 0;
+  return k;
+}
+
+bool ViewPlan::layout(const TensorRef& t, StridedView* v) const {
+  const Op& op = graph_.op(t.op);
+  const TensorType& type = graph_.tensor_type(t);
+  if (!through(t)) {
+    v->data = nullptr;
+    v->shape = type.shape;
+    v->strides = contiguous_strides(type.shape);
+    return true;
+  }
+  StridedView in;
+  if (!layout(op.inputs[0], &in)) return false;
+  if (op.type == OpType::kTranspose && skip_[t.op]) {
+    *v = permuted(in, transpose_perm(op, in.shape.size()));
+    return true;
+  }
+  v->data = in.data;
+  v->shape = type.shape;
+  return reshape_strides(in, type.shape, &v->strides);
+}
+
+void ViewPlan::decide(const std::vector<char>& view_reader) {
+  const int n = graph_.num_ops();
+  std::set<int> outputs;
+  for (const TensorRef& r : graph_.outputs()) outputs.insert(r.op);
+  const auto consumers = graph_.consumers();
+  for (int id = 0; id < n; ++id) {
+    const Op& op = graph_.op(id);
+    if (!transposable_[id] || skip_[id] || op.type != OpType::kTranspose) continue;
+    // Tentatively skip it, with every Transpose after it through Reshape-likes, and check
+    // that all of them can stay views.
+    std::vector<int> closure{id}, tentative;
+    skip_[id] = 1;
+    tentative.push_back(id);
+    bool ok = true;
+    for (size_t i = 0; ok && i < closure.size(); ++i) {
+      int v = closure[i];
+      StridedView probe;
+      if (outputs.count(v) || !layout({v, 0}, &probe)) {
+        ok = false;
+        break;
+      }
+      for (const auto& [reader, slot] : consumers[v][0]) {
+        (void)slot;
+        if (alias_[reader]) {
+          closure.push_back(reader);
+        } else if (transposable_[reader] && graph_.op(reader).type == OpType::kTranspose) {
+          if (!skip_[reader]) {
+            skip_[reader] = 1;
+            tentative.push_back(reader);
+          }
+          closure.push_back(reader);
+        } else if (!view_reader[reader]) {
+          ok = false;
+        }
+      }
+    }
+    if (!ok)
+      for (int t : tentative) skip_[t] = 0;
+  }
+}
+
+StridedView ViewPlan::resolve(const TensorRef& t, const std::function<void*(const TensorRef&)>& ptr) const {
+  // Find the materialised tensor under the views, then lay the view over its pointer.
+  TensorRef base = t;
+  while (through(base)) base = graph_.op(base.op).inputs[0];
+  StridedView v;
+  if (!layout(t, &v))  // decide() only skips what lays out; Reshapes of copies always do
+    throw std::logic_error("strided view of op '" + graph_.op(t.op).name + "' has no layout");
+  v.data = ptr(base);
+  return v;
+}
+
+}  // namespace cuda
+}  // namespace taso
