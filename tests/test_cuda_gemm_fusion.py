@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import taso_env as te
+from taso_env import dtypes
 from taso_env.engine import reference
 
 pytest.importorskip("taso_env._cuda", reason="the CUDA backend is not built here")
@@ -104,6 +105,13 @@ def _graph(pattern: str) -> te.Graph:
         y = b.matmul(b.input("a", [24, 32]), b.input("bb", [2, 32, 8]))
     elif pattern == "vector_operand":  # rank-1 operand: plain MatMulOp path
         y = b.matmul(x, b.weight("v", [32]))
+    elif pattern == "constant_gathers":  # ViT's packed QKV: Gathers of known indices are slices
+        qkv = b.transpose(b.reshape(b.linear(b.input("s", [24, 32]), 96), [24, 3, 32]), [1, 0, 2])
+        q, k, v = (b.op("Gather", [qkv, b.weight(f"i{j}", [], dtypes.INT64, value=np.int64(j - 3 * (j == 2)))],
+                        axis=0) for j in range(3))  # index 2 given as -1
+        scores = b.softmax(b.matmul(b.mul(q, b.weight("c", [1], value=np.float32(0.3))), b.transpose(k, [1, 0])))
+        y = b.add(b.matmul(scores, v), b.op("Gather", [b.reshape(qkv, [3, 24, 32]), b.input("j", [], dtypes.INT64)],
+                                            axis=0))
     b.output(y, "y")
     return b.build()
 
@@ -112,7 +120,7 @@ PATTERNS = ["bias", "bias_swapped", "bias_residual", "residual_through_reshape",
             "gemm_transposes_and_alpha", "gemm_beta_not_one", "relu_matmul", "bias_read_twice",
             "bias_is_output", "broadcast_not_bias", "attention", "transpose_also_read_by_layernorm",
             "transpose_is_output", "reshape_of_transpose_needs_copy", "chained_transposes",
-            "shared_weight_batched", "broadcast_batch_a", "vector_operand"]
+            "shared_weight_batched", "broadcast_batch_a", "vector_operand", "constant_gathers"]
 
 
 @pytest.mark.parametrize("fuse", [True, False])
@@ -132,6 +140,22 @@ def test_attention_runs_in_fewer_steps_when_fused(monkeypatch):
         # context's written by its GEMM) and the scale Mul + Softmax chain.
         assert ex.num_steps <= plain - 9
         assert ex.fused_ops >= 9
+
+
+def test_constant_gathers_are_views_and_their_index_is_pinned(monkeypatch):
+    monkeypatch.setenv("RLFLOW_FUSE", "1")
+    g = _graph("constant_gathers")
+    with cb.Executor(g, plan=None) as ex:
+        # the packed-QKV Transpose and the three constant Gathers run no step
+        assert ex.fused_ops >= 4
+        with pytest.raises(ValueError, match="fixed slice"):
+            ex._ex.set_source("i0", np.int64(1))
+    monkeypatch.setenv("RLFLOW_FUSE", "0")
+    with cb.Executor(g, plan=None) as ex:
+        plain = ex.num_steps
+    monkeypatch.setenv("RLFLOW_FUSE", "1")
+    with cb.Executor(g, plan=None) as ex:
+        assert ex.num_steps <= plain - 4
 
 
 @pytest.mark.parametrize("model", ["bert_base", "vit_b_16"])

@@ -167,6 +167,20 @@ def _check_host_prefix(graph: Graph, opaque_ids: list[int]) -> None:
         stack.extend(r.op for r in op.inputs)
 
 
+def _known_indices(graph: Graph, weights: Mapping[str, np.ndarray]) -> dict[int, int]:
+    """{Weight op id: value} of the scalar integer weights with data that index a Gather:
+    the executor makes such a Gather a view of its data (csrc/gpu/views.h)."""
+    out = {}
+    for op in graph.ops:
+        if op.type != "Gather":
+            continue
+        src = graph.ops[op.inputs[1].op]
+        value = weights.get(src.name) if src.type == "Weight" else None
+        if value is not None and np.asarray(value).size == 1 and np.issubdtype(np.asarray(value).dtype, np.integer):
+            out[src.id] = int(np.asarray(value).reshape(-1)[0])
+    return out
+
+
 class Executor:
     """A graph planned on the GPU: buffers allocated once, weights uploaded once.
 
@@ -203,7 +217,8 @@ class Executor:
             plan = plan_store.lookup(graph, self.math)
         #: the tuning plan this executor runs ({} = the executor's own choices)
         self.plan = {int(k): dict(v) for k, v in (plan or {}).items()}
-        self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed, self.plan)
+        self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed, self.plan,
+                                   _known_indices(graph, self._weights))
         for name, value in self._weights.items():
             self._ex.set_source(name, np.asarray(value))
 

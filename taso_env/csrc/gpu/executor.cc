@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -55,6 +56,14 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
   Context& ctx = context();
   const int n_ops = graph_.num_ops();
   validate_plan(graph_, options_.plan);
+  for (const auto& [id, value] : options_.known_indices) {
+    if (id < 0 || id >= n_ops) throw IndexError("known index names op id " + std::to_string(id) + " out of range");
+    const Op& op = graph_.op(id);
+    if (op.type != OpType::kWeight || op.outputs[0].num_elements() != 1 ||
+        (op.outputs[0].dtype != kInt64 && op.outputs[0].dtype != kInt32))
+      throw ValueError("known index op '" + op.name + "' is not a scalar int32 / int64 Weight");
+    (void)value;
+  }
   res_->plan = &options_.plan;
   std::vector<char> no_fuse(n_ops, 0);
   for (const auto& [id, p] : options_.plan) no_fuse[id] = p.fuse == 0;
@@ -143,18 +152,19 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     for (int k : c.ops) view_reader[k] = 1;
     if (c.softmax >= 0) view_reader[c.softmax] = 1;
   }
-  std::vector<char> transposable(n_ops, 0);
+  std::vector<char> viewable(n_ops, 0);
   for (int id = 0; id < n_ops; ++id) {
     usable[id] = usable[id] && !chains.skip[id] && chains.at[id] < 0;
-    transposable[id] = fuse && usable[id] && graph_.op(id).type == OpType::kTranspose;
-    view_reader[id] = view_reader[id] || transposable[id];
+    viewable[id] = fuse && usable[id] &&
+                   (graph_.op(id).type == OpType::kTranspose ||
+                    ViewPlan::is_constant_gather(graph_, id, options_.known_indices));
+    view_reader[id] = view_reader[id] || viewable[id];
   }
-  ViewPlan views(graph_, transposable, alias);
+  ViewPlan views(graph_, viewable, alias, options_.known_indices);
   views.decide(view_reader);
   fused_ops_ = fusion.fused_ops + gemms.fused_ops + chains.fused_ops + views.num_skipped();
-  const ViewResolver resolve = [&](const TensorRef& r) {
-    return views.resolve(r, [&](const TensorRef& t) { return tensor_ptr(t); });
-  };
+  const std::function<void*(const TensorRef&)> ptr = [&](const TensorRef& t) { return tensor_ptr(t); };
+  const ViewResolver resolve = [&](const TensorRef& r) { return views.resolve(r, ptr); };
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
     if (!needed[id]) continue;
@@ -169,6 +179,8 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
         launch_random_fill(t.dtype, tensor_ptr({id, static_cast<int>(k)}), t.num_elements(),
                            name_seed(options_.seed, op.name) + k, scale, positive[id] != 0, ctx.stream);
       }
+      if (auto it = options_.known_indices.find(id); it != options_.known_indices.end())
+        launch_fill(op.outputs[0].dtype, static_cast<double>(it->second), tensor_ptr({id, 0}), 1, ctx.stream);
       continue;
     }
     if (fusion.skip[id] || alias[id] || gemms.skip[id] || chains.skip[id] || views.skipped(id)) continue;
@@ -187,10 +199,8 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     Step step;
     if (chains.at[id] >= 0) {
       step = compile_elementwise_chain(graph_, chains.chains[chains.at[id]], resolve, out[0], *res_);
-    } else if (transposable[id]) {  // a Transpose that runs: one strided copy from the data's buffer
-      StridedView in = resolve(op.inputs[0]);
-      step = compile_strided_copy(permuted(in, transpose_perm(op, in.shape.size())), dtype_size(op.outputs[0].dtype),
-                                  out[0]);
+    } else if (viewable[id]) {  // a view op that runs: one strided copy from the data's buffer
+      step = compile_strided_copy(views.op_view(id, ptr), dtype_size(op.outputs[0].dtype), out[0]);
     } else {
       for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
       step = compile_op(graph_, id, in, out, options_.math, *res_);
@@ -242,6 +252,16 @@ void Executor::set_source(const std::string& name, const void* data, size_t byte
     if (bytes != expect)
       throw ValueError(op_type_name(op.type) + " '" + name + "': expected " + std::to_string(expect) +
                        " bytes (" + type_str(op.outputs[0]) + "), got " + std::to_string(bytes));
+    if (auto it = options_.known_indices.find(id); it != options_.known_indices.end()) {
+      int64_t value = 0;
+      if (op.outputs[0].dtype == kInt64) value = *static_cast<const int64_t*>(data);
+      else if (op.outputs[0].dtype == kInt32) value = *static_cast<const int32_t*>(data);
+      else throw ValueError(op_type_name(op.type) + " '" + name + "': a known index must be int32 or int64");
+      if (value != it->second)
+        throw ValueError("weight '" + name + "' indexes a Gather that this executor runs as a fixed slice (index " +
+                         std::to_string(it->second) + "); setting it to " + std::to_string(value) +
+                         " needs a new executor");
+    }
     RLFLOW_CUDA(cudaMemcpy(tensor_ptr({id, 0}), data, bytes, cudaMemcpyHostToDevice));
     if (op.type == OpType::kWeight) constants_dirty_ = true;
     return;

@@ -54,6 +54,10 @@ struct ExecutorOptions {
   // Per-op implementation choices by op id (a tuning plan); validated at construction
   // (ValueError / IndexError naming the op).
   std::map<int, OpPlan> plan;
+  // Values of scalar integer Weights the caller uploads before running (Weight op id ->
+  // value): a Gather of such an index is a strided view of its data (views.h), and
+  // set_source refuses to change the value afterwards.
+  std::map<int, int64_t> known_indices;
 };
 
 struct Measurement {

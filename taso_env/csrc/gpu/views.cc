@@ -79,8 +79,22 @@ StridedView permuted(const StridedView& v, const std::vector<int64_t>& perm) {
   return p;
 }
 
-ViewPlan::ViewPlan(const Graph& graph, const std::vector<char>& transposable, const std::vector<char>& alias)
-    : graph_(graph), transposable_(transposable), alias_(alias), skip_(graph.num_ops(), 0) {}
+ViewPlan::ViewPlan(const Graph& graph, const std::vector<char>& viewable, const std::vector<char>& alias,
+                   const std::map<int, int64_t>& known_indices)
+    : graph_(graph), viewable_(viewable), alias_(alias), known_(known_indices), skip_(graph.num_ops(), 0) {}
+
+bool ViewPlan::is_constant_gather(const Graph& graph, int id, const std::map<int, int64_t>& known_indices) {
+  const Op& op = graph.op(id);
+  if (op.type != OpType::kGather || op.inputs.size() != 2 || op.inputs[1].index != 0) return false;
+  auto it = known_indices.find(op.inputs[1].op);
+  if (it == known_indices.end() || graph.tensor_type(op.inputs[1]).num_elements() != 1) return false;
+  const auto& ds = graph.tensor_type(op.inputs[0]).shape;
+  int64_t axis = op.attrs.get_int("axis");
+  if (axis < 0) axis += static_cast<int64_t>(ds.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(ds.size())) return false;
+  int64_t k = it->second < 0 ? it->second + ds[axis] : it->second;
+  return k >= 0 && k < ds[axis];
+}
 
 int ViewPlan::num_skipped() const {
   int k = 0;
@@ -88,7 +102,27 @@ int ViewPlan::num_skipped() const {
   return k;
 }
 
-bool ViewPlan::layout(const TensorRef& t, StridedView* v) const {
+void ViewPlan::apply(int id, const StridedView& in, StridedView* out, int64_t* offset) const {
+  const Op& op = graph_.op(id);
+  if (op.type == OpType::kTranspose) {
+    *out = permuted(in, transpose_perm(op, in.shape.size()));
+    return;
+  }
+  // A Gather of index k along `axis`: the slice k, with the index's own (size-1) dims.
+  int64_t axis = op.attrs.get_int("axis");
+  if (axis < 0) axis += static_cast<int64_t>(in.shape.size());
+  int64_t k = known_.at(op.inputs[1].op);
+  if (k < 0) k += in.shape[axis];
+  *offset += k * in.strides[axis];
+  out->data = in.data;
+  out->shape = op.outputs[0].shape;
+  out->strides.clear();
+  for (int64_t d = 0; d < axis; ++d) out->strides.push_back(in.strides[d]);
+  for (size_t d = 0; d < graph_.tensor_type(op.inputs[1]).shape.size(); ++d) out->strides.push_back(0);
+  for (size_t d = axis + 1; d < in.shape.size(); ++d) out->strides.push_back(in.strides[d]);
+}
+
+bool ViewPlan::layout(const TensorRef& t, StridedView* v, int64_t* offset) const {
   const Op& op = graph_.op(t.op);
   const TensorType& type = graph_.tensor_type(t);
   if (!through(t)) {
@@ -98,9 +132,9 @@ bool ViewPlan::layout(const TensorRef& t, StridedView* v) const {
     return true;
   }
   StridedView in;
-  if (!layout(op.inputs[0], &in)) return false;
-  if (op.type == OpType::kTranspose && skip_[t.op]) {
-    *v = permuted(in, transpose_perm(op, in.shape.size()));
+  if (!layout(op.inputs[0], &in, offset)) return false;
+  if (skip_[t.op]) {
+    apply(t.op, in, v, offset);
     return true;
   }
   v->data = in.data;
@@ -114,26 +148,24 @@ void ViewPlan::decide(const std::vector<char>& view_reader) {
   for (const TensorRef& r : graph_.outputs()) outputs.insert(r.op);
   const auto consumers = graph_.consumers();
   for (int id = 0; id < n; ++id) {
-    const Op& op = graph_.op(id);
-    if (!transposable_[id] || skip_[id] || op.type != OpType::kTranspose) continue;
-    // Tentatively skip it, with every Transpose after it through Reshape-likes, and check
-    // that all of them can stay views.
-    std::vector<int> closure{id}, tentative;
+    if (!viewable_[id] || skip_[id]) continue;
+    // Tentatively skip it, with every viewable op after it through Reshape-likes, and
+    // check that all of them can stay views.
+    std::vector<int> closure{id}, tentative{id};
     skip_[id] = 1;
-    tentative.push_back(id);
     bool ok = true;
     for (size_t i = 0; ok && i < closure.size(); ++i) {
       int v = closure[i];
       StridedView probe;
-      if (outputs.count(v) || !layout({v, 0}, &probe)) {
+      int64_t offset = 0;
+      if (outputs.count(v) || !layout({v, 0}, &probe, &offset)) {
         ok = false;
         break;
       }
       for (const auto& [reader, slot] : consumers[v][0]) {
-        (void)slot;
         if (alias_[reader]) {
           closure.push_back(reader);
-        } else if (transposable_[reader] && graph_.op(reader).type == OpType::kTranspose) {
+        } else if (viewable_[reader] && slot == 0) {
           if (!skip_[reader]) {
             skip_[reader] = 1;
             tentative.push_back(reader);
@@ -154,10 +186,19 @@ StridedView ViewPlan::resolve(const TensorRef& t, const std::function<void*(cons
   TensorRef base = t;
   while (through(base)) base = graph_.op(base.op).inputs[0];
   StridedView v;
-  if (!layout(t, &v))  // decide() only skips what lays out; Reshapes of copies always do
+  int64_t offset = 0;
+  if (!layout(t, &v, &offset))  // decide() only skips what lays out; Reshapes of copies always do
     throw std::logic_error("strided view of op '" + graph_.op(t.op).name + "' has no layout");
-  v.data = ptr(base);
+  v.data = static_cast<const char*>(ptr(base)) + offset * dtype_size(graph_.tensor_type(base).dtype);
   return v;
+}
+
+StridedView ViewPlan::op_view(int id, const std::function<void*(const TensorRef&)>& ptr) const {
+  StridedView in = resolve(graph_.op(id).inputs[0], ptr), out;
+  int64_t offset = 0;
+  apply(id, in, &out, &offset);
+  out.data = static_cast<const char*>(in.data) + offset * dtype_size(graph_.tensor_type(graph_.op(id).inputs[0]).dtype);
+  return out;
 }
 
 }  // namespace cuda

@@ -1,14 +1,16 @@
 // Strided views, the executor's decision (invisible to the graph and its cost): a
-// Transpose, and the Reshape / Flatten / Identity ops around it, need not copy data when
-// every reader of the result can read strided memory. GEMMs (gemm_fusion.h) read their
+// Transpose, a Gather of a known scalar index (a slice at a fixed offset), and the
+// Reshape / Flatten / Identity ops around them, need not copy data when every reader of
+// the result can read strided memory. GEMMs (gemm_fusion.h) read their
 // operands and element-wise chains (elementwise_fusion.h) read their inputs through a
-// StridedView of the buffer the data really lives in; a Transpose runs (a strided copy,
+// StridedView of the buffer the data really lives in; such an op runs (a strided copy,
 // itself read through the view of its input) only where some reader needs contiguous
 // data or the tensor is a graph output.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "taso/graph.h"
@@ -49,29 +51,42 @@ bool is_reshape_like(const Graph& graph, int op);
 // buffer that holds it. Built once per executor.
 class ViewPlan {
  public:
-  // transposable[op]: a Transpose the executor may skip (computed by a step, not taken by
+  // viewable[op]: a Transpose, or a Gather of a known scalar index (`known_indices`:
+  // Weight op id -> value), that the executor may skip (computed by a step, not taken by
   // another fusion); alias[op]: a Reshape-like whose output is its input's buffer.
-  ViewPlan(const Graph& graph, const std::vector<char>& transposable, const std::vector<char>& alias);
+  ViewPlan(const Graph& graph, const std::vector<char>& viewable, const std::vector<char>& alias,
+           const std::map<int, int64_t>& known_indices);
+
+  // Whether `op` is a Gather whose index is a known scalar in range (a slice at a fixed
+  // offset).
+  static bool is_constant_gather(const Graph& graph, int op, const std::map<int, int64_t>& known_indices);
 
   // view_reader[op]: the op's step reads its inputs through resolve() (GEMMs, element-wise
-  // chains, Transposes that run). A Transpose is skipped when nothing else reads it or
-  // the Reshape-likes and Transposes after it, none of them is a graph output, and every
+  // chains, viewable ops that run). A viewable op is skipped when nothing else reads it or
+  // the Reshape-likes and viewable ops after it, none of them is a graph output, and every
   // Reshape on the way can present the strided data without a copy.
   void decide(const std::vector<char>& view_reader);
   bool skipped(int op) const { return skip_[op] != 0; }
   int num_skipped() const;
   // The view of tensor `t` over materialised buffers (`ptr` gives the device pointer of
-  // a materialised tensor): through skipped Transposes and aliases to the buffer that
-  // holds the data.
+  // a materialised tensor): through skipped ops and aliases to the buffer that holds the
+  // data.
   StridedView resolve(const TensorRef& t, const std::function<void*(const TensorRef&)>& ptr) const;
+  // What viewable op `op` computes, as a view of its resolved input (for a viewable op
+  // that runs: a strided copy of this).
+  StridedView op_view(int op, const std::function<void*(const TensorRef&)>& ptr) const;
 
  private:
-  // resolve() without pointers (data stays null); false when a Reshape cannot be a view.
-  bool layout(const TensorRef& t, StridedView* v) const;
+  // resolve() without pointers (data stays null; `offset` collects the element offset);
+  // false when a Reshape cannot be a view.
+  bool layout(const TensorRef& t, StridedView* v, int64_t* offset) const;
+  // Applies viewable op `op` to the view of its input.
+  void apply(int op, const StridedView& in, StridedView* out, int64_t* offset) const;
   bool through(const TensorRef& t) const { return t.index == 0 && (skip_[t.op] || alias_[t.op]); }
 
   const Graph& graph_;
-  std::vector<char> transposable_, alias_;
+  std::vector<char> viewable_, alias_;
+  std::map<int, int64_t> known_;
   std::vector<char> skip_;
 };
 
