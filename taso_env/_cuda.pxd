@@ -50,7 +50,7 @@ cdef extern from "executor.h" namespace "taso::cuda":
         uint64_t seed
         int replicas
         map[int, OpPlan] plan
-        map[int, int64_t] known_indices
+        map[int, double] known_scalars
 
     cdef cppclass Measurement:
         double median_ms

@@ -8,7 +8,7 @@ taso_env.gpu.cuda_backend (CudaBackendError, UnsupportedGraphError) or taso_env.
 """
 
 from cython.operator cimport dereference as deref
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport uintptr_t
 from libcpp.map cimport map
 from libcpp.memory cimport unique_ptr
 from libcpp.string cimport string
@@ -94,7 +94,7 @@ cdef class GpuExecutor:
     cdef object _dtypes
 
     def __cinit__(self, CoreGraph graph, str math="fp32", host_fed_ops=(), unsigned long long seed=0, plan=None,
-                  known_indices=None):
+                  known_scalars=None):
         cdef ExecutorOptions opts
         cdef OpPlan p
         opts.math = _math(math)
@@ -105,8 +105,8 @@ cdef class GpuExecutor:
         for op_id, choice in (plan or {}).items():
             p = _op_plan(choice)
             opts.plan[<int>op_id] = p
-        for op_id, value in (known_indices or {}).items():
-            opts.known_indices[<int>op_id] = <int64_t>value
+        for op_id, value in (known_scalars or {}).items():
+            opts.known_scalars[<int>op_id] = <double>value
         self.ex.reset(new Executor(deref(graph.g), opts))
 
     cdef Executor* _get(self) except NULL:

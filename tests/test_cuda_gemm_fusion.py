@@ -105,6 +105,11 @@ def _graph(pattern: str) -> te.Graph:
         y = b.matmul(b.input("a", [24, 32]), b.input("bb", [2, 32, 8]))
     elif pattern == "vector_operand":  # rank-1 operand: plain MatMulOp path
         y = b.matmul(x, b.weight("v", [32]))
+    elif pattern == "scaled_operands":  # known factors fold into alpha; a fed factor does not
+        k = b.transpose(b.input("k", [2, 24, 32]), [0, 2, 1])
+        y = b.matmul(b.mul(x, b.weight("cq", [1], value=np.float32(0.5))),
+                     b.mul(b.weight("ck", [], value=np.float32(-2.0)), k))
+        y = b.matmul(b.mul(y, b.input("c", [1])), b.weight("w", [24, 8]))
     elif pattern == "constant_gathers":  # ViT's packed QKV: Gathers of known indices are slices
         qkv = b.transpose(b.reshape(b.linear(b.input("s", [24, 32]), 96), [24, 3, 32]), [1, 0, 2])
         q, k, v = (b.op("Gather", [qkv, b.weight(f"i{j}", [], dtypes.INT64, value=np.int64(j - 3 * (j == 2)))],
@@ -120,7 +125,7 @@ PATTERNS = ["bias", "bias_swapped", "bias_residual", "residual_through_reshape",
             "gemm_transposes_and_alpha", "gemm_beta_not_one", "relu_matmul", "bias_read_twice",
             "bias_is_output", "broadcast_not_bias", "attention", "transpose_also_read_by_layernorm",
             "transpose_is_output", "reshape_of_transpose_needs_copy", "chained_transposes",
-            "shared_weight_batched", "broadcast_batch_a", "vector_operand", "constant_gathers"]
+            "shared_weight_batched", "broadcast_batch_a", "vector_operand", "scaled_operands", "constant_gathers"]
 
 
 @pytest.mark.parametrize("fuse", [True, False])
@@ -146,16 +151,19 @@ def test_constant_gathers_are_views_and_their_index_is_pinned(monkeypatch):
     monkeypatch.setenv("RLFLOW_FUSE", "1")
     g = _graph("constant_gathers")
     with cb.Executor(g, plan=None) as ex:
-        # the packed-QKV Transpose and the three constant Gathers run no step
-        assert ex.fused_ops >= 4
+        # the packed-QKV Transpose, the three constant Gathers and the scale Mul run no step
+        assert ex.fused_ops >= 5
         with pytest.raises(ValueError, match="fixed slice"):
             ex._ex.set_source("i0", np.int64(1))
+        with pytest.raises(ValueError, match="GEMM scale"):
+            ex._ex.set_source("c", np.float32(0.4))
+        ex._ex.set_source("c", np.float32(0.3))  # the same value is fine
     monkeypatch.setenv("RLFLOW_FUSE", "0")
     with cb.Executor(g, plan=None) as ex:
         plain = ex.num_steps
     monkeypatch.setenv("RLFLOW_FUSE", "1")
     with cb.Executor(g, plan=None) as ex:
-        assert ex.num_steps <= plain - 4
+        assert ex.num_steps <= plain - 5
 
 
 @pytest.mark.parametrize("model", ["bert_base", "vit_b_16"])

@@ -167,17 +167,22 @@ def _check_host_prefix(graph: Graph, opaque_ids: list[int]) -> None:
         stack.extend(r.op for r in op.inputs)
 
 
-def _known_indices(graph: Graph, weights: Mapping[str, np.ndarray]) -> dict[int, int]:
-    """{Weight op id: value} of the scalar integer weights with data that index a Gather:
-    the executor makes such a Gather a view of its data (csrc/gpu/views.h)."""
+def _known_scalars(graph: Graph, weights: Mapping[str, np.ndarray]) -> dict[int, float]:
+    """{Weight op id: value} of the one-element weights with data that index a Gather or
+    scale a MatMul operand: the executor builds them into its plan (a Gather of a known
+    index is a view of its data, a known factor folds into the GEMM; csrc/gpu/views.h,
+    gemm_fusion.h)."""
+    readers: dict[int, set[str]] = {}
+    for op in graph.ops:
+        for slot, r in enumerate(op.inputs):
+            readers.setdefault(r.op, set()).add(op.type if op.type != "Gather" or slot == 1 else "data")
     out = {}
     for op in graph.ops:
-        if op.type != "Gather":
+        if op.type != "Weight" or not readers.get(op.id, set()) & {"Gather", "Mul"}:
             continue
-        src = graph.ops[op.inputs[1].op]
-        value = weights.get(src.name) if src.type == "Weight" else None
-        if value is not None and np.asarray(value).size == 1 and np.issubdtype(np.asarray(value).dtype, np.integer):
-            out[src.id] = int(np.asarray(value).reshape(-1)[0])
+        value = weights.get(op.name)
+        if value is not None and np.asarray(value).size == 1:
+            out[op.id] = float(np.asarray(value).reshape(-1)[0])
     return out
 
 
@@ -218,7 +223,7 @@ class Executor:
         #: the tuning plan this executor runs ({} = the executor's own choices)
         self.plan = {int(k): dict(v) for k, v in (plan or {}).items()}
         self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed, self.plan,
-                                   _known_indices(graph, self._weights))
+                                   _known_scalars(graph, self._weights))
         for name, value in self._weights.items():
             self._ex.set_source(name, np.asarray(value))
 

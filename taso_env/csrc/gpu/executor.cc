@@ -56,12 +56,13 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
   Context& ctx = context();
   const int n_ops = graph_.num_ops();
   validate_plan(graph_, options_.plan);
-  for (const auto& [id, value] : options_.known_indices) {
-    if (id < 0 || id >= n_ops) throw IndexError("known index names op id " + std::to_string(id) + " out of range");
+  for (const auto& [id, value] : options_.known_scalars) {
+    if (id < 0 || id >= n_ops) throw IndexError("known scalar names op id " + std::to_string(id) + " out of range");
     const Op& op = graph_.op(id);
+    const int dt = op.outputs[0].dtype;
     if (op.type != OpType::kWeight || op.outputs[0].num_elements() != 1 ||
-        (op.outputs[0].dtype != kInt64 && op.outputs[0].dtype != kInt32))
-      throw ValueError("known index op '" + op.name + "' is not a scalar int32 / int64 Weight");
+        (dt != kInt64 && dt != kInt32 && dt != kFloat32 && dt != kFloat64))
+      throw ValueError("known scalar op '" + op.name + "' is not a one-element int32 / int64 / float Weight");
     (void)value;
   }
   res_->plan = &options_.plan;
@@ -132,7 +133,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     computed[id] = needed[id] && !host_fed[id] && !constant[id] && !is_source_op(graph_.op(id).type) && !alias[id];
     usable[id] = computed[id] && !fusion.skip[id] && fusion.at[id].conv < 0;
   }
-  const GemmPlan gemms = plan_gemm_fusions(graph_, usable, alias, fuse);
+  const GemmPlan gemms = plan_gemm_fusions(graph_, usable, alias, options_.known_scalars, fuse);
   for (int id = 0; id < n_ops; ++id) usable[id] = usable[id] && !gemms.skip[id] && gemms.at[id] < 0;
   ChainPlan chains;
   if (fuse) {
@@ -157,10 +158,10 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     usable[id] = usable[id] && !chains.skip[id] && chains.at[id] < 0;
     viewable[id] = fuse && usable[id] &&
                    (graph_.op(id).type == OpType::kTranspose ||
-                    ViewPlan::is_constant_gather(graph_, id, options_.known_indices));
+                    ViewPlan::is_constant_gather(graph_, id, options_.known_scalars));
     view_reader[id] = view_reader[id] || viewable[id];
   }
-  ViewPlan views(graph_, viewable, alias, options_.known_indices);
+  ViewPlan views(graph_, viewable, alias, options_.known_scalars);
   views.decide(view_reader);
   fused_ops_ = fusion.fused_ops + gemms.fused_ops + chains.fused_ops + views.num_skipped();
   const std::function<void*(const TensorRef&)> ptr = [&](const TensorRef& t) { return tensor_ptr(t); };
@@ -179,7 +180,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
         launch_random_fill(t.dtype, tensor_ptr({id, static_cast<int>(k)}), t.num_elements(),
                            name_seed(options_.seed, op.name) + k, scale, positive[id] != 0, ctx.stream);
       }
-      if (auto it = options_.known_indices.find(id); it != options_.known_indices.end())
+      if (auto it = options_.known_scalars.find(id); it != options_.known_scalars.end())
         launch_fill(op.outputs[0].dtype, static_cast<double>(it->second), tensor_ptr({id, 0}), 1, ctx.stream);
       continue;
     }
@@ -252,14 +253,20 @@ void Executor::set_source(const std::string& name, const void* data, size_t byte
     if (bytes != expect)
       throw ValueError(op_type_name(op.type) + " '" + name + "': expected " + std::to_string(expect) +
                        " bytes (" + type_str(op.outputs[0]) + "), got " + std::to_string(bytes));
-    if (auto it = options_.known_indices.find(id); it != options_.known_indices.end()) {
-      int64_t value = 0;
-      if (op.outputs[0].dtype == kInt64) value = *static_cast<const int64_t*>(data);
-      else if (op.outputs[0].dtype == kInt32) value = *static_cast<const int32_t*>(data);
-      else throw ValueError(op_type_name(op.type) + " '" + name + "': a known index must be int32 or int64");
-      if (value != it->second)
-        throw ValueError("weight '" + name + "' indexes a Gather that this executor runs as a fixed slice (index " +
-                         std::to_string(it->second) + "); setting it to " + std::to_string(value) +
+    if (auto it = options_.known_scalars.find(id); it != options_.known_scalars.end()) {
+      double value = 0;
+      switch (op.outputs[0].dtype) {
+        case kInt64: value = static_cast<double>(*static_cast<const int64_t*>(data)); break;
+        case kInt32: value = *static_cast<const int32_t*>(data); break;
+        case kFloat32: value = *static_cast<const float*>(data); break;
+        default: value = *static_cast<const double*>(data); break;
+      }
+      // The plan holds the value as the op's dtype holds it (a float32 factor rounded).
+      const double held = op.outputs[0].dtype == kFloat32 ? static_cast<double>(static_cast<float>(it->second))
+                                                          : it->second;
+      if (value != held)
+        throw ValueError("weight '" + name + "' is built into this executor's plan (value " + std::to_string(held) +
+                         ", a fixed slice or a GEMM scale); setting it to " + std::to_string(value) +
                          " needs a new executor");
     }
     RLFLOW_CUDA(cudaMemcpy(tensor_ptr({id, 0}), data, bytes, cudaMemcpyHostToDevice));

@@ -54,10 +54,11 @@ struct ExecutorOptions {
   // Per-op implementation choices by op id (a tuning plan); validated at construction
   // (ValueError / IndexError naming the op).
   std::map<int, OpPlan> plan;
-  // Values of scalar integer Weights the caller uploads before running (Weight op id ->
-  // value): a Gather of such an index is a strided view of its data (views.h), and
-  // set_source refuses to change the value afterwards.
-  std::map<int, int64_t> known_indices;
+  // Values of one-element Weights the caller uploads before running (Weight op id ->
+  // value), built into the plan: a Gather of such an index is a strided view of its data
+  // (views.h), a MatMul operand scaled by such a factor folds it into the GEMM's alpha
+  // (gemm_fusion.h). set_source refuses to change them afterwards.
+  std::map<int, double> known_scalars;
 };
 
 struct Measurement {

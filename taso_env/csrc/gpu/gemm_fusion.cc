@@ -57,7 +57,7 @@ bool eligible(const Graph& graph, const Op& op) {
 }  // namespace
 
 GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, const std::vector<char>& alias,
-                           bool enabled) {
+                           const std::map<int, double>& known_scalars, bool enabled) {
   const int n = graph.num_ops();
   GemmPlan plan;
   plan.at.assign(n, -1);
@@ -77,7 +77,28 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
     if ((g.type != OpType::kMatMul && g.type != OpType::kGemm) || !free_op(id) || !eligible(graph, g)) continue;
     GemmFusion f;
     f.gemm = f.at = id;
+    f.a = g.inputs[0];
+    f.b = g.inputs[1];
     claimed[id] = 1;
+    // Operands scaled by a known factor: the factor goes into alpha.
+    for (TensorRef* operand : {&f.a, &f.b}) {
+      const int m = operand->op;
+      if (!enabled || g.type != OpType::kMatMul || !free_op(m) || graph.op(m).type != OpType::kMul ||
+          sole_reader(m).first != id)
+        continue;
+      const Op& mul = graph.op(m);
+      for (int s = 0; s < 2; ++s) {
+        auto it = known_scalars.find(mul.inputs[1 - s].op);
+        const TensorType& x = graph.tensor_type(mul.inputs[s]);
+        const TensorType& c = graph.tensor_type(mul.inputs[1 - s]);
+        if (it == known_scalars.end() || c.num_elements() != 1 || c.dtype != kFloat32 || !(x == mul.outputs[0]))
+          continue;
+        f.scale *= it->second;
+        *operand = mul.inputs[s];
+        f.folded.push_back(m);
+        break;
+      }
+    }
     const TensorType& y = g.outputs[0];
     const bool relu = g.type == OpType::kMatMul && g.attrs.get_int("activation") == kActRelu;
     bool gemm_c = g.type == OpType::kGemm && g.inputs.size() > 2;
@@ -143,8 +164,7 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
     for (int k : f.folded) {
       claimed[k] = 1;
       plan.skip[k] = k != f.at;
-      const OpType t = graph.op(k).type;
-      if (t == OpType::kAdd || t == OpType::kTranspose) ++plan.fused_ops;
+      if (!alias[k]) ++plan.fused_ops;
     }
     if (f.at != id) plan.skip[id] = 1;
     plan.at[f.at] = static_cast<int>(plan.fusions.size());
@@ -210,7 +230,7 @@ Step compile_gemm(const Graph& graph, const GemmFusion& f, const ViewResolver& r
   const bool gemm = g.type == OpType::kGemm;
   const bool ta = gemm && g.attrs.get_int("trans_a") != 0, tb = gemm && g.attrs.get_int("trans_b") != 0;
   std::vector<Step> pre;
-  StridedView a = resolve(g.inputs[0]), b = resolve(g.inputs[1]);
+  StridedView a = resolve(f.a), b = resolve(f.b);
   if (a.shape.size() == 1 || b.shape.size() == 1)
     throw UnsupportedGraphError(op_type_name(g.type) + " op '" + g.name + "': rank-1 operands are not GEMM-fused");
   // D: the output buffer, or the Transpose's buffer read back through its permutation.
@@ -266,7 +286,7 @@ Step compile_gemm(const Graph& graph, const GemmFusion& f, const ViewResolver& r
     } else if (batch > 1 && (na != batch || nb != batch || nd != batch || nc != batch)) {
       return false;
     }
-    cfg.alpha = gemm ? static_cast<float>(g.attrs.get_float("alpha")) : 1.f;
+    cfg.alpha = static_cast<float>((gemm ? g.attrs.get_float("alpha") : 1.0) * f.scale);
     cfg.bias = f.has_bias;
     cfg.residual = f.has_residual;
     cfg.math = math;

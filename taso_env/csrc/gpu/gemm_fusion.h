@@ -8,11 +8,15 @@
 //    tensor of the same shape, or the Gemm's C is [M, N] (beta 1);
 //  - or writes its output through a Transpose that is its only reader (the attention
 //    output's head merge), which then needs no copy;
-//  - applies the MatMul's own fused ReLU.
+//  - applies the MatMul's own fused ReLU;
+//  - folds a known factor into alpha: an operand that is Mul(x, c), read only by the
+//    MatMul, with c a one-element Weight of known value (ExecutorOptions::known_scalars;
+//    torchvision's attention scales q and k before their product).
 // Nothing that is a graph output or has a second reader is fused away.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "executor.h"
@@ -23,6 +27,8 @@ namespace cuda {
 
 struct GemmFusion {
   int gemm = -1;           // the MatMul or Gemm op
+  TensorRef a, b;          // the operands read (x of a folded Mul(x, c), else the op's inputs)
+  double scale = 1.0;      // product of the folded factors
   int at = -1;             // the op whose position and output buffer the step takes
   bool has_bias = false;
   TensorRef bias;
@@ -36,7 +42,7 @@ struct GemmPlan {
   std::vector<GemmFusion> fusions;
   std::vector<int> at;     // per op: index into fusions of the step that runs at this op, else -1
   std::vector<char> skip;  // per op: done by a GEMM step elsewhere
-  int fused_ops = 0;       // Adds and Transposes folded away
+  int fused_ops = 0;       // Adds, Muls and Transposes folded away
 };
 
 // usable[id]: the op may be fused (needed, not host-fed, not constant, not taken by
@@ -44,7 +50,7 @@ struct GemmPlan {
 // `enabled` false every usable MatMul / Gemm still runs through cuBLASLt, with only its
 // own bias / C and ReLU.
 GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, const std::vector<char>& alias,
-                           bool enabled);
+                           const std::map<int, double>& known_scalars, bool enabled);
 
 // The step of fusion `f`: operands and epilogue inputs read through `resolve` (operands
 // cuBLASLt cannot read as they lie are first copied into a private contiguous buffer),

@@ -80,19 +80,21 @@ StridedView permuted(const StridedView& v, const std::vector<int64_t>& perm) {
 }
 
 ViewPlan::ViewPlan(const Graph& graph, const std::vector<char>& viewable, const std::vector<char>& alias,
-                   const std::map<int, int64_t>& known_indices)
-    : graph_(graph), viewable_(viewable), alias_(alias), known_(known_indices), skip_(graph.num_ops(), 0) {}
+                   const std::map<int, double>& known_scalars)
+    : graph_(graph), viewable_(viewable), alias_(alias), known_(known_scalars), skip_(graph.num_ops(), 0) {}
 
-bool ViewPlan::is_constant_gather(const Graph& graph, int id, const std::map<int, int64_t>& known_indices) {
+bool ViewPlan::is_constant_gather(const Graph& graph, int id, const std::map<int, double>& known_scalars) {
   const Op& op = graph.op(id);
   if (op.type != OpType::kGather || op.inputs.size() != 2 || op.inputs[1].index != 0) return false;
-  auto it = known_indices.find(op.inputs[1].op);
-  if (it == known_indices.end() || graph.tensor_type(op.inputs[1]).num_elements() != 1) return false;
+  auto it = known_scalars.find(op.inputs[1].op);
+  const TensorType& idx = graph.tensor_type(op.inputs[1]);
+  if (it == known_scalars.end() || idx.num_elements() != 1 || (idx.dtype != kInt64 && idx.dtype != kInt32))
+    return false;
   const auto& ds = graph.tensor_type(op.inputs[0]).shape;
   int64_t axis = op.attrs.get_int("axis");
   if (axis < 0) axis += static_cast<int64_t>(ds.size());
   if (axis < 0 || axis >= static_cast<int64_t>(ds.size())) return false;
-  int64_t k = it->second < 0 ? it->second + ds[axis] : it->second;
+  const int64_t k0 = static_cast<int64_t>(it->second), k = k0 < 0 ? k0 + ds[axis] : k0;
   return k >= 0 && k < ds[axis];
 }
 
@@ -111,7 +113,7 @@ void ViewPlan::apply(int id, const StridedView& in, StridedView* out, int64_t* o
   // A Gather of index k along `axis`: the slice k, with the index's own (size-1) dims.
   int64_t axis = op.attrs.get_int("axis");
   if (axis < 0) axis += static_cast<int64_t>(in.shape.size());
-  int64_t k = known_.at(op.inputs[1].op);
+  int64_t k = static_cast<int64_t>(known_.at(op.inputs[1].op));
   if (k < 0) k += in.shape[axis];
   *offset += k * in.strides[axis];
   out->data = in.data;

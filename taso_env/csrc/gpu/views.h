@@ -51,15 +51,15 @@ bool is_reshape_like(const Graph& graph, int op);
 // buffer that holds it. Built once per executor.
 class ViewPlan {
  public:
-  // viewable[op]: a Transpose, or a Gather of a known scalar index (`known_indices`:
+  // viewable[op]: a Transpose, or a Gather of a known scalar index (`known_scalars`:
   // Weight op id -> value), that the executor may skip (computed by a step, not taken by
   // another fusion); alias[op]: a Reshape-like whose output is its input's buffer.
   ViewPlan(const Graph& graph, const std::vector<char>& viewable, const std::vector<char>& alias,
-           const std::map<int, int64_t>& known_indices);
+           const std::map<int, double>& known_scalars);
 
   // Whether `op` is a Gather whose index is a known scalar in range (a slice at a fixed
   // offset).
-  static bool is_constant_gather(const Graph& graph, int op, const std::map<int, int64_t>& known_indices);
+  static bool is_constant_gather(const Graph& graph, int op, const std::map<int, double>& known_scalars);
 
   // view_reader[op]: the op's step reads its inputs through resolve() (GEMMs, element-wise
   // chains, viewable ops that run). A viewable op is skipped when nothing else reads it or
@@ -86,7 +86,7 @@ class ViewPlan {
 
   const Graph& graph_;
   std::vector<char> viewable_, alias_;
-  std::map<int, int64_t> known_;
+  std::map<int, double> known_;
   std::vector<char> skip_;
 };
 
