@@ -8,11 +8,8 @@
 #include <map>
 #include <numeric>
 
-#include "elementwise_fusion.h"
-#include "fusion.h"
-#include "gemm_fusion.h"
 #include "kernels.h"
-#include "views.h"
+#include "step_plan.h"
 #include "taso/cost_model.h"
 #include "taso/errors.h"
 
@@ -126,44 +123,9 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (op.type == OpType::kBatchNorm && op.inputs.size() > 4) positive[op.inputs[4].op] = 1;
   }
   std::vector<char> constant = constant_ops(graph_);
-  const FusionPlan fusion = plan_conv_fusions(graph_, needed, host_fed, constant, &no_fuse);
-  // Ops the steps compute, and which of them later fusions may take.
-  std::vector<char> computed(n_ops, 0), usable(n_ops, 0);
-  for (int id = 0; id < n_ops; ++id) {
-    computed[id] = needed[id] && !host_fed[id] && !constant[id] && !is_source_op(graph_.op(id).type) && !alias[id];
-    usable[id] = computed[id] && !fusion.skip[id] && fusion.at[id].conv < 0;
-  }
-  const GemmPlan gemms = plan_gemm_fusions(graph_, usable, alias, options_.known_scalars, fuse);
-  for (int id = 0; id < n_ops; ++id) usable[id] = usable[id] && !gemms.skip[id] && gemms.at[id] < 0;
-  ChainPlan chains;
-  if (fuse) {
-    chains = plan_elementwise_chains(graph_, usable);
-  } else {
-    chains.at.assign(n_ops, -1);
-    chains.skip.assign(n_ops, 0);
-  }
-  // Strided views: Transposes that no step needs as a copy. Steps that read through
-  // views: GEMMs with their folded ops, element-wise chains, and Transposes that run.
-  std::vector<char> view_reader(n_ops, 0);
-  for (const GemmFusion& f : gemms.fusions) {
-    view_reader[f.gemm] = 1;
-    for (int k : f.folded) view_reader[k] = 1;
-  }
-  for (const ElementwiseChain& c : chains.chains) {
-    for (int k : c.ops) view_reader[k] = 1;
-    if (c.softmax >= 0) view_reader[c.softmax] = 1;
-  }
-  std::vector<char> viewable(n_ops, 0);
-  for (int id = 0; id < n_ops; ++id) {
-    usable[id] = usable[id] && !chains.skip[id] && chains.at[id] < 0;
-    viewable[id] = fuse && usable[id] &&
-                   (graph_.op(id).type == OpType::kTranspose ||
-                    ViewPlan::is_constant_gather(graph_, id, options_.known_scalars));
-    view_reader[id] = view_reader[id] || viewable[id];
-  }
-  ViewPlan views(graph_, viewable, alias, options_.known_scalars);
-  views.decide(view_reader);
-  fused_ops_ = fusion.fused_ops + gemms.fused_ops + chains.fused_ops + views.num_skipped();
+  const StepPlan plan = plan_steps(graph_, needed, host_fed, constant, alias, no_fuse, options_.known_scalars, fuse);
+  const ViewPlan& views = *plan.views;
+  fused_ops_ = plan.fused_ops;
   const std::function<void*(const TensorRef&)> ptr = [&](const TensorRef& t) { return tensor_ptr(t); };
   const ViewResolver resolve = [&](const TensorRef& r) { return views.resolve(r, ptr); };
   for (int id = 0; id < n_ops; ++id) {
@@ -184,23 +146,24 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
         launch_fill(op.outputs[0].dtype, static_cast<double>(it->second), tensor_ptr({id, 0}), 1, ctx.stream);
       continue;
     }
-    if (fusion.skip[id] || alias[id] || gemms.skip[id] || chains.skip[id] || views.skipped(id)) continue;
+    if (alias[id] || plan.skipped(id)) continue;
     std::vector<void*> in, out;
     for (size_t k = 0; k < op.outputs.size(); ++k) out.push_back(tensor_ptr({id, static_cast<int>(k)}));
-    if (const ConvFusion& f = fusion.at[id]; f.conv >= 0) {
+    if (const ConvFusion& f = plan.convs.at[id]; f.conv >= 0) {
       for (const TensorRef& r : graph_.op(f.conv).inputs) in.push_back(tensor_ptr(r));
       steps_.push_back(compile_fused_conv(graph_, f.conv, in, f.residual ? tensor_ptr(f.residual_ref) : nullptr,
                                           out[0], f.activation, options_.math, *res_));
       continue;
     }
-    if (gemms.at[id] >= 0) {
-      steps_.push_back(compile_gemm(graph_, gemms.fusions[gemms.at[id]], resolve, out[0], options_.math, *res_));
+    if (plan.gemms.at[id] >= 0) {
+      steps_.push_back(
+          compile_gemm(graph_, plan.gemms.fusions[plan.gemms.at[id]], resolve, out[0], options_.math, *res_));
       continue;
     }
     Step step;
-    if (chains.at[id] >= 0) {
-      step = compile_elementwise_chain(graph_, chains.chains[chains.at[id]], resolve, out[0], *res_);
-    } else if (viewable[id]) {  // a view op that runs: one strided copy from the data's buffer
+    if (plan.chains.at[id] >= 0) {
+      step = compile_elementwise_chain(graph_, plan.chains.chains[plan.chains.at[id]], resolve, out[0], *res_);
+    } else if (plan.viewable[id]) {  // a view op that runs: one strided copy from the data's buffer
       step = compile_strided_copy(views.op_view(id, ptr), dtype_size(op.outputs[0].dtype), out[0]);
     } else {
       for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));

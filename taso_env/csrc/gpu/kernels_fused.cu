@@ -311,29 +311,6 @@ __global__ void fused_softmax_warp_kernel(FusedProgram p, float* y, int64_t rows
   }
 }
 
-// Block-wide reductions of one float; every thread gets the result (as kernels_norm.cu).
-__device__ float block_sum(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int w = 0; w < static_cast<int>(blockDim.x + 31) / 32; ++w) total += shared[w];
-  return total;
-}
-
-__device__ float block_max(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float m = -FLT_MAX;
-  for (int w = 0; w < static_cast<int>(blockDim.x + 31) / 32; ++w) m = fmaxf(m, shared[w]);
-  return m;
-}
-
 // Softmax rows longer than a warp holds, one block per row, in three passes (max, sum of
 // exponentials, output) that each evaluate the program again: the chain's values are
 // never stored, and the inputs are re-read from L2.

@@ -12,29 +12,6 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-// Block-wide reductions of one float (sum or max); every thread gets the result.
-__device__ float block_sum(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int w = 0; w < (blockDim.x + 31) / 32; ++w) total += shared[w];
-  return total;
-}
-
-__device__ float block_max(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float m = -FLT_MAX;
-  for (int w = 0; w < (blockDim.x + 31) / 32; ++w) m = fmaxf(m, shared[w]);
-  return m;
-}
-
 // One block per row of n contiguous elements.
 __global__ void softmax_rows_kernel(const float* x, float* y, int64_t n) {
   __shared__ float shared[32];

@@ -1,9 +1,11 @@
-// Launch geometry shared by the .cu files: grid-stride loops; block size and grid from launch_params() (common.h).
+// Launch geometry shared by the .cu files: grid-stride loops; block size and grid from
+// launch_params() (common.h); block-wide reductions.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
 #include <string>
 
@@ -35,6 +37,30 @@ void by_size(int elem_size, F&& f) {
     case 8: f(uint64_t{}); break;
     default: throw UnsupportedGraphError("element size " + std::to_string(elem_size) + " is not supported");
   }
+}
+
+// Block-wide reductions of one float (sum or max) for kernels whose block reduces one
+// row; every thread gets the result. `shared` holds one float per warp (32 suffice).
+__device__ inline float block_sum(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < static_cast<int>(blockDim.x + 31) / 32; ++w) total += shared[w];
+  return total;
+}
+
+__device__ inline float block_max(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float m = -FLT_MAX;
+  for (int w = 0; w < static_cast<int>(blockDim.x + 31) / 32; ++w) m = fmaxf(m, shared[w]);
+  return m;
 }
 
 // Surfaces launch-configuration errors at the launch that caused them.

@@ -1,0 +1,42 @@
+// Which step computes each op: the executor's fusion decisions in one place, made in
+// order (each takes only ops no earlier one took): convolution epilogues (fusion.h),
+// GEMMs with their epilogues (gemm_fusion.h), element-wise chains
+// (elementwise_fusion.h), then strided views (views.h) for the Transposes and constant
+// Gathers whose readers all read strided memory. Invisible to the graph and its cost.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "elementwise_fusion.h"
+#include "fusion.h"
+#include "gemm_fusion.h"
+#include "views.h"
+
+namespace taso {
+namespace cuda {
+
+struct StepPlan {
+  FusionPlan convs;
+  GemmPlan gemms;
+  ChainPlan chains;
+  std::vector<char> viewable;  // Transposes / constant Gathers that are views or strided copies
+  std::unique_ptr<ViewPlan> views;
+  int fused_ops = 0;           // ops that run no step of their own
+
+  // Op `id`'s work is done by another op's step (or by none: a view).
+  bool skipped(int id) const {
+    return convs.skip[id] || gemms.skip[id] || chains.skip[id] || views->skipped(id);
+  }
+};
+
+// needed / host_fed / constant / alias: per op, as the executor decided them; no_fuse:
+// convolutions a tuning plan keeps unfused; `fuse` false (RLFLOW_FUSE=0) keeps only what
+// runs without fusion (GEMMs through cuBLASLt with the op's own bias).
+StepPlan plan_steps(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
+                    const std::vector<char>& constant, const std::vector<char>& alias,
+                    const std::vector<char>& no_fuse, const std::map<int, double>& known_scalars, bool fuse);
+
+}  // namespace cuda
+}  // namespace taso
