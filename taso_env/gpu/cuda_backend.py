@@ -172,17 +172,14 @@ def _known_scalars(graph: Graph, weights: Mapping[str, np.ndarray]) -> dict[int,
     scale a MatMul operand: the executor builds them into its plan (a Gather of a known
     index is a view of its data, a known factor folds into the GEMM; csrc/gpu/views.h,
     gemm_fusion.h)."""
-    readers: dict[int, set[str]] = {}
-    for op in graph.ops:
-        for slot, r in enumerate(op.inputs):
-            readers.setdefault(r.op, set()).add(op.type if op.type != "Gather" or slot == 1 else "data")
+    pinned = {r.op for op in graph.ops if op.type == "Mul" for r in op.inputs}
+    pinned |= {op.inputs[1].op for op in graph.ops if op.type == "Gather"}
     out = {}
-    for op in graph.ops:
-        if op.type != "Weight" or not readers.get(op.id, set()) & {"Gather", "Mul"}:
-            continue
-        value = weights.get(op.name)
+    for i in sorted(pinned):
+        op = graph.ops[i]
+        value = weights.get(op.name) if op.type == "Weight" else None
         if value is not None and np.asarray(value).size == 1:
-            out[op.id] = float(np.asarray(value).reshape(-1)[0])
+            out[i] = float(np.asarray(value).reshape(-1)[0])
     return out
 
 

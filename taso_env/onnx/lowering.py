@@ -21,8 +21,9 @@ LOWERED = ("GatherND", "And")
 
 
 def lower(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with every coverable GatherND / And node rewritten (the same object when
-    there is none; otherwise a copy)."""
+    """`model` (already through ONNX shape inference, as the importer has it) with every
+    coverable GatherND / And node rewritten (the same object when there is none;
+    otherwise a copy, to be inferred again)."""
     if not any(n.op_type in LOWERED and n.domain in ("", "ai.onnx") for n in model.graph.node):
         return model
     model = onnx.ModelProto.FromString(model.SerializeToString())
@@ -57,12 +58,8 @@ def _fresh(name: str, taken) -> str:
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
-    """Shapes of every tensor whose dims are all known (after ONNX shape inference)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # malformed models are reported by the importer's own checks
-        inferred = model
-    g = inferred.graph
+    """Shapes of every tensor of the inferred model whose dims are all known."""
+    g = model.graph
     out = {i.name: tuple(i.dims) for i in g.initializer}
     for vi in [*g.input, *g.value_info, *g.output]:
         dims = vi.type.tensor_type.shape.dim

@@ -53,14 +53,14 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
   Context& ctx = context();
   const int n_ops = graph_.num_ops();
   validate_plan(graph_, options_.plan);
-  for (const auto& [id, value] : options_.known_scalars) {
+  for (const auto& known : options_.known_scalars) {
+    const int id = known.first;
     if (id < 0 || id >= n_ops) throw IndexError("known scalar names op id " + std::to_string(id) + " out of range");
     const Op& op = graph_.op(id);
     const int dt = op.outputs[0].dtype;
     if (op.type != OpType::kWeight || op.outputs[0].num_elements() != 1 ||
         (dt != kInt64 && dt != kInt32 && dt != kFloat32 && dt != kFloat64))
       throw ValueError("known scalar op '" + op.name + "' is not a one-element int32 / int64 / float Weight");
-    (void)value;
   }
   res_->plan = &options_.plan;
   std::vector<char> no_fuse(n_ops, 0);

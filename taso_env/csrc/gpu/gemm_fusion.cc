@@ -7,16 +7,11 @@
 
 #include "gemm_lt.h"
 #include "kernels.h"
+#include "library_util.h"
 
 namespace taso {
 namespace cuda {
 namespace {
-
-int64_t numel(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 
 // The dims before the last two, right-aligned to `rank` - 2 dims (missing dims are 1).
 std::vector<int64_t> batch_dims(const std::vector<int64_t>& shape, size_t rank) {
@@ -28,7 +23,7 @@ std::vector<int64_t> batch_dims(const std::vector<int64_t>& shape, size_t rank) 
 // A [N] or [1, ..., 1, N] tensor: a bias along the last dim of a [..., N] result.
 bool is_row_vector(const std::vector<int64_t>& s, int64_t n) {
   if (s.empty() || s.back() != n) return false;
-  return numel(s) == n;
+  return prod(s) == n;
 }
 
 // MatMul / Gemm configurations this planner runs through cuBLASLt: float32, operands of
@@ -51,7 +46,7 @@ bool eligible(const Graph& graph, const Op& op) {
   const auto& b = graph.tensor_type(op.inputs[1]).shape;
   if (a.size() < 2 || b.size() < 2 || y.size() < 2) return false;
   std::vector<int64_t> ob = batch_dims(y, y.size()), ab = batch_dims(a, y.size()), bb = batch_dims(b, y.size());
-  return (ab == ob || numel(ob) == 1) && (bb == ob || numel(bb) == 1);
+  return (ab == ob || prod(ob) == 1) && (bb == ob || prod(bb) == 1);
 }
 
 }  // namespace
@@ -115,8 +110,8 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
     if (enabled && !relu) {
       auto [reader, slot] = sole_reader(id);
       const bool b_batched = g.type == OpType::kGemm ||
-                             numel(batch_dims(graph.tensor_type(g.inputs[1]).shape, y.shape.size())) ==
-                                 numel(batch_dims(y.shape, y.shape.size()));
+                             prod(batch_dims(graph.tensor_type(g.inputs[1]).shape, y.shape.size())) ==
+                                 prod(batch_dims(y.shape, y.shape.size()));
       if (!gemm_c && free_op(reader) && graph.op(reader).type == OpType::kAdd) {
         const Op& add = graph.op(reader);
         const TensorRef& other = add.inputs[1 - slot];
@@ -127,8 +122,8 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
           f.folded.push_back(reader);
           f.at = reader;
         }
-      } else if (!gemm_c && free_op(reader) && graph.op(reader).type == OpType::kTranspose &&
-                 !is_reshape_like(graph, reader) && b_batched) {
+      } else if (!gemm_c && free_op(reader) && graph.op(reader).type == OpType::kTranspose && b_batched) {
+        // (a Transpose that only moves dims of size 1 is an alias, never free_op)
         f.out_transpose = reader;
         f.folded.push_back(reader);
         f.at = reader;
@@ -149,7 +144,7 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
           const Op& add = graph.op(r);
           const TensorRef& other = add.inputs[1 - s];
           const TensorType& ot = graph.tensor_type(other);
-          if (ot.dtype != kFloat32 || ot.shape != add.outputs[0].shape || numel(ot.shape) != numel(y.shape) ||
+          if (ot.dtype != kFloat32 || ot.shape != add.outputs[0].shape || prod(ot.shape) != prod(y.shape) ||
               other.op == cur)
             break;
           f.has_residual = true;
@@ -177,7 +172,7 @@ namespace {
 
 // Copies a strided view into a new contiguous buffer owned by `res` (a step in `pre`).
 StridedView materialise(const StridedView& v, StepResources& res, std::vector<Step>& pre) {
-  res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(numel(v.shape), 1)) * sizeof(float));
+  res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(prod(v.shape), 1)) * sizeof(float));
   float* buf = res.params.back().as<float>();
   pre.push_back(compile_strided_copy(v, sizeof(float), buf));
   return {buf, v.shape, contiguous_strides(v.shape)};
@@ -259,7 +254,7 @@ Step compile_gemm(const Graph& graph, const GemmFusion& f, const ViewResolver& r
     bias = static_cast<const float*>(bv.data);
   }
   const std::vector<int64_t> ob(y.begin(), y.end() - 2);
-  int64_t batch = numel(ob);
+  int64_t batch = prod(ob);
 
   // Lays the operands out for cuBLASLt; false when a view cannot be read as it lies.
   LtGemmConfig cfg;
@@ -300,7 +295,7 @@ Step compile_gemm(const Graph& graph, const GemmFusion& f, const ViewResolver& r
     if (f.out_transpose >= 0 && !configure()) {
       // The heads cannot be written as one batch stride: GEMM into a private buffer,
       // then the Transpose's copy.
-      res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(numel(y), 1)) * sizeof(float));
+      res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(prod(y), 1)) * sizeof(float));
       d = {res.params.back().get(), y, contiguous_strides(y)};
       const Op& t = graph.op(f.out_transpose);
       post.push_back(compile_strided_copy(permuted(d, transpose_perm(t, y.size())), sizeof(float), output));

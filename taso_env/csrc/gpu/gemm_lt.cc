@@ -66,17 +66,13 @@ int alignment(const void* p) {
   return a;
 }
 
-struct Chosen {
-  cublasLtMatmulAlgo_t algo;
-  float ms;
-};
 
 std::mutex& cache_mutex() {
   static std::mutex m;
   return m;
 }
-std::map<std::string, Chosen>& cache() {
-  static std::map<std::string, Chosen> c;
+std::map<std::string, cublasLtMatmulAlgo_t>& cache() {
+  static std::map<std::string, cublasLtMatmulAlgo_t> c;
   return c;
 }
 
@@ -142,8 +138,7 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
     std::lock_guard<std::mutex> lock(cache_mutex());
     auto it = cache().find(key);
     if (it != cache().end()) {
-      algo_ = it->second.algo;
-      ms_ = it->second.ms;
+      algo_ = it->second;
       return;
     }
   }
@@ -183,9 +178,8 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
     }
   }
   if (best < 0) throw UnsupportedGraphError("no cuBLASLt algorithm ran for this GEMM");
-  ms_ = best;
   std::lock_guard<std::mutex> lock(cache_mutex());
-  cache()[key] = {algo_, ms_};
+  cache()[key] = algo_;
 }
 
 LtGemm::~LtGemm() {
@@ -204,11 +198,6 @@ cublasStatus_t LtGemm::enqueue(const cublasLtMatmulAlgo_t& algo, cudaStream_t s)
 }
 
 void LtGemm::run(cudaStream_t s) const { RLFLOW_CUBLAS(enqueue(algo_, s)); }
-
-size_t lt_gemm_cache_size() {
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  return cache().size();
-}
 
 }  // namespace cuda
 }  // namespace taso

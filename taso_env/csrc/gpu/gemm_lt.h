@@ -59,8 +59,6 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   void run(cudaStream_t s) const;
-  // Our timing of the chosen algorithm (ms).
-  float chosen_ms() const { return ms_; }
 
  private:
   cublasStatus_t enqueue(const cublasLtMatmulAlgo_t& algo, cudaStream_t s) const;
@@ -70,11 +68,7 @@ class LtGemm {
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_desc_ = nullptr, b_desc_ = nullptr, c_desc_ = nullptr, d_desc_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
-  float ms_ = 0.f;
 };
-
-// Number of GEMM configurations whose algorithm has been chosen in this process.
-size_t lt_gemm_cache_size();
 
 }  // namespace cuda
 }  // namespace taso

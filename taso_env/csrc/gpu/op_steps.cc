@@ -9,18 +9,13 @@
 #include "executor.h"
 #include "kernels.h"
 #include "library_ops.h"
+#include "library_util.h"
 #include "tuning.h"
 #include "taso/errors.h"
 
 namespace taso {
 namespace cuda {
 namespace {
-
-int64_t prod(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t p = 1;
-  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
-  return p;
-}
 
 std::string label(const Op& op) { return op_type_name(op.type) + " op '" + op.name + "'"; }
 
@@ -125,8 +120,7 @@ Step compile_reduce(const Op& op, const std::vector<TensorType>& in, const std::
   const auto& shape = in[0].shape;
   check_rank(op, shape);
   ReduceIndex idx;
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  const std::vector<int64_t> strides = contiguous_strides(shape);
   int64_t n_out = 1, n_red = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();

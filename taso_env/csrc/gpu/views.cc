@@ -4,6 +4,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "library_util.h"
+
 namespace taso {
 namespace cuda {
 
@@ -16,10 +18,8 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
 }
 
 bool reshape_strides(const StridedView& v, const std::vector<int64_t>& shape, std::vector<int64_t>* strides) {
-  int64_t numel = 1;
-  for (int64_t d : v.shape) numel *= d;
   strides->assign(shape.size(), 1);
-  if (numel == 0 || v.shape.empty()) {
+  if (prod(v.shape) == 0 || v.shape.empty()) {
     *strides = contiguous_strides(shape);
     return true;
   }
