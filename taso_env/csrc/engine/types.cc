@@ -16,6 +16,7 @@ int dtype_size(int dtype) {
     case kBool: return 1;
     case kFloat16: return 2;
     case kFloat64: return 8;
+    case kBFloat16: return 2;
     default: throw ValueError("unsupported dtype code " + std::to_string(dtype));
   }
 }
@@ -30,6 +31,7 @@ std::string dtype_name(int dtype) {
     case kBool: return "bool";
     case kFloat16: return "float16";
     case kFloat64: return "float64";
+    case kBFloat16: return "bfloat16";
     default: return "dtype(" + std::to_string(dtype) + ")";
   }
 }

@@ -143,6 +143,14 @@ float time_calls_ms(const std::function<bool(cudaStream_t)>& enqueue, cudaStream
   return times[times.size() / 2];
 }
 
+int float_storage(MathMode m) {
+  switch (m) {
+    case MathMode::kFP16: return kFloat16;
+    case MathMode::kBF16: return kBFloat16;
+    default: return kFloat32;
+  }
+}
+
 void set_cublas_math(MathMode mode) {
   // CUBLAS_DEFAULT_MATH never uses TF32 for fp32 GEMMs (unlike cuDNN's default).
   RLFLOW_CUBLAS(cublasSetMathMode(context().cublas, mode == MathMode::kTF32 ? CUBLAS_TF32_TENSOR_OP_MATH

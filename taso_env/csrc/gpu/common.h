@@ -42,9 +42,23 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
 #define RLFLOW_CUDNN(call) ::taso::cuda::check_cudnn((call), #call, __FILE__, __LINE__)
 #define RLFLOW_CUBLAS(call) ::taso::cuda::check_cublas((call), #call, __FILE__, __LINE__)
 
-// Strict fp32 (no TF32 anywhere) or TF32 tensor cores for convolutions and GEMMs.
-enum class MathMode : int { kFP32 = 0, kTF32 = 1 };
-inline const char* math_mode_name(MathMode m) { return m == MathMode::kTF32 ? "tf32" : "fp32"; }
+// Strict fp32 (no TF32 anywhere), TF32 tensor cores for convolutions and GEMMs, or a
+// 16-bit mode: every float32 tensor of the graph is stored as float16 / bfloat16 on the
+// device (weights and inputs cast when uploaded, outputs cast back to float32 when read),
+// convolutions and GEMMs run on tensor cores with float32 accumulation, and our kernels
+// load 16-bit values, compute in float32 and store 16-bit results.
+enum class MathMode : int { kFP32 = 0, kTF32 = 1, kFP16 = 2, kBF16 = 3 };
+inline const char* math_mode_name(MathMode m) {
+  switch (m) {
+    case MathMode::kTF32: return "tf32";
+    case MathMode::kFP16: return "fp16";
+    case MathMode::kBF16: return "bf16";
+    default: return "fp32";
+  }
+}
+inline bool is_16bit(MathMode m) { return m == MathMode::kFP16 || m == MathMode::kBF16; }
+// The device dtype of the graph's float32 tensors in `m` (kFloat32, kFloat16 or kBFloat16).
+int float_storage(MathMode m);
 
 // Owning device allocation (cudaMalloc / cudaFree); movable, not copyable.
 class DeviceBuffer {

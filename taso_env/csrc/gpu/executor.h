@@ -74,6 +74,9 @@ using Step = std::function<void(cudaStream_t)>;
 
 // Shared by the executor's step compiler (op_steps.cc).
 struct StepResources {
+  // Device dtype of the graph's float32 tensors (float_storage(math): kFloat32, kFloat16
+  // or kBFloat16); every step reads and writes float tensors in it.
+  int float_dtype = kFloat32;
   size_t workspace_bytes = 0;  // the largest cuDNN workspace any step needs
   size_t scratch_bytes = 0;    // the largest explicit-padding scratch
   DeviceBuffer workspace, scratch;

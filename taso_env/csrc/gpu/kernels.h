@@ -57,13 +57,16 @@ void launch_random_fill(int dtype, void* y, int64_t n, uint64_t seed, float scal
 constexpr int kEpilogueRelu6 = 4;      // Clip(min 0, max 6)
 constexpr int kEpilogueHardSwish = 5;  // HardSwish
 
+// The launchers below that take `dtype` read and write float tensors stored as `dtype`
+// (kFloat32, kFloat16 or kBFloat16: float_storage.cuh) and compute in float32.
+
 // y[n, c, inner] = act(y + bias[c] + residual[n, c, inner]) in place; bias and residual
 // may be null. act: 0 none, 1 relu, 2 sigmoid, 3 tanh, kEpilogueRelu6, kEpilogueHardSwish.
-void launch_bias_activation(float* y, const float* bias, const float* residual, int64_t total, int64_t channels,
-                            int64_t inner, int act, cudaStream_t s);
+void launch_bias_activation(int dtype, void* y, const void* bias, const void* residual, int64_t total,
+                            int64_t channels, int64_t inner, int act, cudaStream_t s);
 // Inference batch norm over channel axis 1 of [N, C, inner].
-void launch_batchnorm(const float* x, const float* scale, const float* bias, const float* mean,
-                      const float* var, float* y, int64_t total, int64_t channels, int64_t inner, float eps,
+void launch_batchnorm(int dtype, const void* x, const void* scale, const void* bias, const void* mean,
+                      const void* var, void* y, int64_t total, int64_t channels, int64_t inner, float eps,
                       cudaStream_t s);
 
 // Permuted copy: out coordinate i reads x at sum(coord[d] * in_strides[d]).
@@ -97,7 +100,7 @@ void launch_gather(const void* data, const void* indices, bool indices64, void* 
                    int64_t outer, int64_t axis_dim, int64_t n_idx, int64_t inner, cudaStream_t s);
 
 // Softmax of x viewed as [outer, n, inner] along n.
-void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
+void launch_softmax(int dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
 
 // Parameter broadcast over the normalised dims of LayerNorm.
 struct ParamIndex {
@@ -106,7 +109,7 @@ struct ParamIndex {
   int64_t strides[kMaxRank] = {};
   int mode = 0;  // 0 contiguous (index j), 1 scalar, 2 general
 };
-void launch_layernorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+void launch_layernorm(int dtype, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
                       int64_t n, const ParamIndex& scale_idx, const ParamIndex& bias_idx, float eps,
                       cudaStream_t s);
 
@@ -116,7 +119,7 @@ struct ReduceIndex {
   int64_t kept_dims[kMaxRank] = {}, kept_strides[kMaxRank] = {};
   int64_t red_dims[kMaxRank] = {}, red_strides[kMaxRank] = {};
 };
-void launch_reduce(const float* x, float* y, const ReduceIndex& idx, int64_t n_out, int64_t n_red, bool mean,
+void launch_reduce(int dtype, const void* x, void* y, const ReduceIndex& idx, int64_t n_out, int64_t n_red, bool mean,
                    cudaStream_t s);
 
 // Own pooling (asymmetric pads, ceil_mode): ONNX semantics of docs/operators.md.
@@ -125,7 +128,7 @@ struct PoolParams {
   int kh = 0, kw = 0, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   bool max = true, count_include_pad = false;
 };
-void launch_pool(const float* x, float* y, const PoolParams& p, cudaStream_t s);
+void launch_pool(int dtype, const void* x, void* y, const PoolParams& p, cudaStream_t s);
 
 }  // namespace cuda
 }  // namespace taso

@@ -81,7 +81,7 @@ inline FastDivisor make_fast_divisor(uint32_t d) {
 }
 
 struct FusedInput {
-  const float* data = nullptr;
+  const void* data = nullptr;  // stored as the chain's dtype (launch_fused_chain)
   FusedAccess mode = FusedAccess::kSame;
   int64_t len = 1, inner = 1;  // kRow (inner 1) and kChannel
   FastDivisor len_div, inner_div;  // the same, for 32-bit indices
@@ -116,11 +116,12 @@ struct FusedProgram {
 // Kernel parameters must stay within 4 KB.
 static_assert(sizeof(FusedProgram) <= 4096, "FusedProgram exceeds the kernel parameter limit");
 
-// Evaluates `p` into y (contiguous, p.n floats): element-wise (grid-stride, float4 tiles
+// Evaluates `p` into y (contiguous, p.n values): inputs and output stored as `dtype`
+// (kFloat32, kFloat16 or kBFloat16; float_storage.cuh), arithmetic in float32. Element-wise (grid-stride, float4 tiles
 // where p.vector4), or softmax rows (one warp per row up to 1024 elements, else one block
 // per row). Launch geometry from launch_params() (launch.cuh), the softmax kernels capped
 // at 256 threads per block; enqueues on `s` only, never synchronises.
-void launch_fused_chain(const FusedProgram& p, float* y, cudaStream_t s);
+void launch_fused_chain(const FusedProgram& p, int dtype, void* y, cudaStream_t s);
 
 }  // namespace cuda
 }  // namespace taso

@@ -20,6 +20,7 @@ enum DType : int {
   kBool = 9,
   kFloat16 = 10,
   kFloat64 = 11,
+  kBFloat16 = 16,  // storage of the GPU executor's bf16 math mode only; graphs never hold it
 };
 
 // Size in bytes of one element; throws ValueError for an unknown code.
