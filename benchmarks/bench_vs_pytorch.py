@@ -11,7 +11,11 @@ and their outputs are compared with PyTorch's (strict fp32, max abs diff relativ
 the output scale); then, per math mode, PyTorch CUDA-graph replay and rlflow's
 CUDA-graph replay of the original and the optimised graph are timed (warm-up, median).
 TF32 means TF32 convolutions and GEMMs on both sides (torch.backends flags / rlflow
-math="tf32"); fp32 means no TF32 anywhere on either side.
+math="tf32"); fp32 means no TF32 anywhere on either side. fp16 / bf16: PyTorch runs a
+copy of the model cast to that dtype on an input of that dtype, rlflow its 16-bit math
+mode (weights cast at load); both outputs are compared with PyTorch's fp32 output
+(`*_err`: max abs diff relative to the output scale), so rlflow's 16-bit error stands
+beside PyTorch's own.
 
 bert_base: rlflow runs data/models/bert_base.onnx (random weights); PyTorch runs
 transformers' BertModel from BertConfig() (seq 128) by CUDA-graph replay where it
@@ -51,6 +55,18 @@ def rel_err(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
 
 
+HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def in_math(model, x, math: str):
+    """The PyTorch model and input of a math mode: a 16-bit copy for fp16 / bf16."""
+    if math not in HALF:
+        return model, x
+    import copy
+
+    return copy.deepcopy(model).to(HALF[math]), (x.to(HALF[math]) if x.is_floating_point() else x)
+
+
 def bench_torchvision(name: str, args) -> dict:
     model, x = make(name)
     proto = export_full(name, model, x)
@@ -81,11 +97,17 @@ def bench_torchvision(name: str, args) -> dict:
             row[f"{label}_vs_torch_rel"] = f"error: {type(e).__name__}: {e}"[:200]
     for math in args.math:
         set_math(math)
+        tmodel, tx = in_math(model, xc, math)
         with torch.no_grad():
-            row[f"torch_{math}"] = graph_replay_ms(lambda: model(xc))
+            row[f"torch_{math}"] = graph_replay_ms(lambda m=tmodel, x=tx: m(x))
+            if math in HALF:
+                row[f"torch_{math}_err"] = rel_err(tmodel(tx).float().cpu().numpy(), want)
         for label, graph in (("orig", g), ("opt", r.graph)):
             try:
                 row[f"{label}_{math}"] = cb.measure(graph, math=math, opaque=opaque, repeats=args.repeats).median_ms
+                if math in HALF:
+                    got = cb.run(graph, feeds, math=math, opaque=opaque)["output"]
+                    row[f"{label}_{math}_err"] = rel_err(got, want)
             except Exception as e:
                 row[f"{label}_{math}"] = float("nan")
                 row.setdefault("errors", []).append(f"{label} {math}: {type(e).__name__}: {e}"[:200])
@@ -108,16 +130,17 @@ def bench_bert(args) -> dict:
     opaque = "host" if row["opaque"] else "error"
     for math in args.math:
         set_math(math)
+        tmodel, _ = in_math(model, ids, math)
         with torch.no_grad():
             try:
-                row[f"torch_{math}"] = graph_replay_ms(lambda: model(input_ids=ids, attention_mask=mask))
+                row[f"torch_{math}"] = graph_replay_ms(lambda m=tmodel: m(input_ids=ids, attention_mask=mask))
                 row["torch_mode"] = "cuda graph"
             except Exception:
                 torch.cuda.synchronize()
                 times = []
                 for _ in range(30):
                     t = time.perf_counter()
-                    model(input_ids=ids, attention_mask=mask)
+                    tmodel(input_ids=ids, attention_mask=mask)
                     torch.cuda.synchronize()
                     times.append((time.perf_counter() - t) * 1000)
                 row[f"torch_{math}"] = float(np.median(times[5:]))
@@ -158,6 +181,8 @@ def main(argv=None) -> int:
     for math in args.math:
         cols += [f"torch_{math}", f"orig_{math}", f"opt_{math}", f"opt_{math}_x"]
     cols += ["orig_vs_torch_rel", "opt_vs_torch_rel", "ort_equal"]
+    for math in [m for m in args.math if m in HALF]:
+        cols += [f"torch_{math}_err", f"opt_{math}_err"]
     table = [{c: r.get(c, "-") for c in cols} for r in rows]
     emit("bench_vs_pytorch", table, cols, **versions, budget=args.budget)
     return 0

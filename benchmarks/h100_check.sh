@@ -3,7 +3,8 @@
 # tests, time rlflow beside PyTorch on the zoo (bench_vs_pytorch.py, one process per
 # model), and measure end to end the graphs an evaluation wrote (original beside
 # optimised, for the measured-vs-estimated speedup of the learned agents and search).
-# Usage: bash benchmarks/h100_check.sh [EVAL_GRAPHS_DIR] (models via MODELS="...").
+# Usage: bash benchmarks/h100_check.sh [EVAL_GRAPHS_DIR] (models via MODELS="...", math
+# modes via MATH="fp32 tf32 fp16 bf16").
 # The GPU machine has no network: carry a Cython wheel in .whl/ (it builds _core).
 set -o pipefail
 export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=16 PYTHONPATH=$PWD
@@ -18,6 +19,7 @@ RLFLOW_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=
 say "built"
 timeout $(( $(left) - ${BENCH_S:-360} )) python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_cuda.py \
   tests/test_cuda_fusion.py tests/test_cuda_gemm_fusion.py tests/test_cuda_chain_fusion.py tests/test_cuda_tuning.py \
+  tests/test_cuda_half.py \
   > "$OUT/pytest.txt" 2>&1; tail -6 "$OUT/pytest.txt" | tee -a "$LOG"
 say "cuda tests done"
 EVAL=$1
@@ -30,7 +32,7 @@ if [ -n "$EVAL" ] && [ -d "$EVAL" ]; then
 fi
 for m in $MODELS; do
   [ "$(left)" -lt 45 ] && { say "no time left for $m"; continue; }
-  timeout $(( $(left) - 10 )) python3 benchmarks/bench_vs_pytorch.py --models "$m" 2>&1 | grep -E "^\||^\{|device|torch" \
+  timeout $(( $(left) - 10 )) python3 benchmarks/bench_vs_pytorch.py --models "$m" --math ${MATH:-fp32 tf32} 2>&1 | grep -E "^\||^\{|device|torch" \
     | tee -a "$OUT/vs_pytorch.txt" | tail -3
 done
 say "done"

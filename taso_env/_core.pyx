@@ -328,6 +328,20 @@ def op_signatures(CoreGraph graph, CoreCostModel analytic=None):
     return out
 
 
+def parse_op_signature(str signature):
+    """The op configuration a signature names: {type, ints, floats, strings, inputs,
+    outputs} (inputs / outputs as [(dtype code, shape)]). ValueError for a malformed
+    signature, UnknownOpError for an unknown op type."""
+    cdef vector[TensorType] types
+    cdef Op op = op_from_signature(_s(signature), &types)
+    return {"type": op_schema(op.type).name.decode(),
+            "ints": {k.decode(): list(v) for k, v in op.attrs.ints},
+            "floats": {k.decode(): v for k, v in op.attrs.floats},
+            "strings": {k.decode(): v.decode() for k, v in op.attrs.strings},
+            "inputs": [(t.dtype, tuple(t.shape)) for t in types],
+            "outputs": [(t.dtype, tuple(t.shape)) for t in op.outputs]}
+
+
 def list_device_profiles():
     """Names of the built-in device profiles of the analytic cost model."""
     return [n.decode() for n in device_profile_names()]

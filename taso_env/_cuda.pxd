@@ -6,7 +6,7 @@ from libcpp.string cimport string
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
-from taso_env._core cimport Graph, Op, TableCostModel, TensorType
+from taso_env._core cimport Graph, Op, TableCostModel, TensorType, op_from_signature
 
 # Translates the active C++ exception (CudaError, UnsupportedGraphError or a core error)
 # into a Python exception; the `except +` handler of every backend call.
@@ -19,6 +19,8 @@ cdef extern from "common.h" namespace "taso::cuda":
     cdef enum class MathMode(int):
         kFP32
         kTF32
+        kFP16
+        kBF16
 
     cdef cppclass DeviceInfo:
         string name

@@ -39,7 +39,11 @@ cdef MathMode _math(str math) except *:
         return MathMode.kFP32
     if math == "tf32":
         return MathMode.kTF32
-    raise ValueError(f"unknown math mode {math!r}; use 'fp32' (strict) or 'tf32'")
+    if math == "fp16":
+        return MathMode.kFP16
+    if math == "bf16":
+        return MathMode.kBF16
+    raise ValueError(f"unknown math mode {math!r}; use 'fp32' (strict), 'tf32', 'fp16' or 'bf16'")
 
 
 _PLAN_KEYS = ("conv_algo", "conv_math", "conv_fused_call", "fuse", "threads", "items_per_thread")
@@ -195,6 +199,18 @@ def measure_op(CoreGraph graph, int op_id, str math="fp32", int copies=100, int 
     cdef vector[TensorType] types
     for r in op.inputs:
         types.push_back(deref(graph.g).tensor_type(r))
+    return measure_op_ms(op, types, _math(math), o)
+
+
+def measure_signature(str signature, str math="fp32", int copies=100, int warmup=2, int repeats=5):
+    """Milliseconds of the op configuration `signature` (op_signature's format) run in
+    isolation, as measure_op does."""
+    cdef OpMeasureOptions o
+    o.copies = copies
+    o.warmup = warmup
+    o.repeats = repeats
+    cdef vector[TensorType] types
+    cdef Op op = op_from_signature(signature.encode(), &types)
     return measure_op_ms(op, types, _math(math), o)
 
 

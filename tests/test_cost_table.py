@@ -3,6 +3,7 @@ trips, typed errors for missing / corrupt / truncated files, hit and miss counti
 the scaled analytic fallback, and search running on the C++ table model."""
 
 import math
+import os
 
 import h5py
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 import taso_env as te
 from taso_env import _core
+from taso_env.errors import UnknownOpError
 from taso_env.engine.cost_model import CostModelError, TableCostModel, make_cost_model
 from taso_env.gpu import cost_table
 from taso_env.gpu.cost_table import CorruptCostTableError, CostTable, CostTableError, MissingTableError
@@ -44,6 +46,39 @@ def test_signature_is_canonical_and_ignores_op_names():
     assert convs[0].startswith("Conv2D|activation=0;dilations=1,1;group=1;pads=1,1,1,1;strides=1,1|")
     assert convs[0].endswith("|float32[1,8,16,16]")
     assert all(ms > 0 for *_, ms in a)
+
+
+def test_every_shipped_signature_parses_back_to_its_op_configuration():
+    # measure-costs --signatures-from rebuilds each op from its signature alone
+    shipped = cost_table.load(os.path.join(os.path.dirname(__file__), "..", "data", "costs", "h100_fp32.h5"))
+    assert len(shipped) > 1000
+    for sig in shipped:
+        op = _core.parse_op_signature(sig)
+        assert op["type"] == sig.split("|")[0]
+        assert len(op["outputs"]) == len(sig.split("|")[3].split("],")) and op["outputs"][0][0] in (1, 6, 7, 9)
+    conv = _core.parse_op_signature(
+        "Conv2D|activation=0;dilations=1,1;group=1152;pads=1,1,1,1;strides=1,1|"
+        "float32[1,1152,7,7],float32[1152,1,3,3],float32[1152]|float32[1,1152,7,7]")
+    assert conv["ints"]["group"] == [1152] and conv["ints"]["pads"] == [1, 1, 1, 1]
+    assert conv["inputs"] == [(1, (1, 1152, 7, 7)), (1, (1152, 1, 3, 3)), (1, (1152,))]
+    gemm = _core.parse_op_signature("Gemm|trans_a=0;trans_b=1;alpha=1;beta=1|float32[1,8],float32[4,8],float32[4]|"
+                                    "float32[1,4]")
+    assert gemm["floats"] == {"alpha": 1.0, "beta": 1.0} and gemm["ints"]["trans_b"] == [1]
+    assert _core.parse_op_signature("Div||float32[1,2],float32[]|float32[1,2]")["inputs"][1] == (1, ())
+
+
+@pytest.mark.parametrize("bad, error", [
+    ("Relu|float32[1]|float32[1]", ValueError),                      # three parts
+    ("NoSuchOp||float32[1]|float32[1]", UnknownOpError),
+    ("Relu|alpha=1|float32[1]|float32[1]", ValueError),              # Relu has no attribute alpha
+    ("Conv2D|group=x|float32[1]|float32[1]", ValueError),            # not an integer
+    ("Relu||floaty[1]|float32[1]", ValueError),                      # unknown dtype
+    ("Relu||float32(1)|float32[1]", ValueError),                     # not a tensor type
+    ("Gemm|alpha=1;trans_a=0|float32[1,1],float32[1,1]|float32[1,1]", ValueError),  # not canonical
+])
+def test_malformed_signatures_are_typed_errors(bad, error):
+    with pytest.raises(error):
+        _core.parse_op_signature(bad)
 
 
 def test_round_trip_keeps_every_entry(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graphs", nargs="+", help="ONNX files, built-in networks or shipped model names")
-    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32"))
+    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32", "fp16", "bf16"))
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--json", help="write the results here")
 

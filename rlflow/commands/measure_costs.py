@@ -11,6 +11,15 @@ along `--random-walk` random walks, and `--rewrites` random-rewrite graphs; each
 configuration missing from the table is measured once in isolation (~100 back-to-back
 copies in a CUDA graph, median) and merged into `--out`. Opaque ops are skipped (they
 stay on the analytic fallback). Prints a JSON summary.
+
+`--signatures-from TABLE.h5` measures every op configuration of an existing table (all
+its tables, any device or math mode) that `--out` lacks for this GPU and `--math`: how a
+table is re-measured after the executor changes, or measured in another math mode:
+
+    rlflow measure-costs --signatures-from data/costs/h100_fp32.h5 --out new.h5 --math tf32
+
+The table is saved every 100 measurements: a killed run loses at most that, and the same
+command resumes it.
 """
 
 from __future__ import annotations
@@ -21,11 +30,15 @@ import os
 import sys
 import time
 
+from tqdm import tqdm
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--graphs", nargs="+", required=True, help="builder names or ONNX files")
+    parser.add_argument("--graphs", nargs="+", default=[], help="builder names or ONNX files")
+    parser.add_argument("--signatures-from", default=None,
+                        help="measure every op configuration of this cost table file (HDF5) that --out lacks")
     parser.add_argument("--out", required=True, help="HDF5 cost table to create or extend")
-    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32"))
+    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32", "fp16", "bf16"))
     parser.add_argument("--greedy-steps", type=int, default=5)
     parser.add_argument("--random-walk", type=int, default=2, help="random walks per graph")
     parser.add_argument("--walk-length", type=int, default=10)
@@ -39,17 +52,50 @@ def run(args: argparse.Namespace) -> int:
     import taso_env as te
     from taso_env.gpu import cost_table, cuda_backend
 
-
+    if not args.graphs and not args.signatures_from:
+        raise SystemExit("rlflow measure-costs: give --graphs, --signatures-from or both")
+    sources = cost_table.load_all(args.signatures_from) if args.signatures_from else []
     cuda_backend.require()
     device = cuda_backend.device_name()
-    table = cost_table.CostTable(device, args.math, notes=f"scripts/measure_costs.py {' '.join(args.graphs)}")
+    what = " ".join(args.graphs + ([f"--signatures-from {args.signatures_from}"] if args.signatures_from else []))
+    table = cost_table.CostTable(device, args.math, notes=f"rlflow measure-costs {what}")
     if os.path.exists(args.out):
         try:
             table = cost_table.load(args.out, device, args.math)
         except cost_table.MissingTableError:
             pass
     start = time.perf_counter()
+    out_of_time = lambda: args.time_limit and time.perf_counter() - start > args.time_limit  # noqa: E731
     per_graph, skipped, failed, measured = {}, set(), {}, 0
+
+    def measure(sig: str, how, analytic: float) -> bool:
+        try:
+            table.set(sig, how(), analytic)
+            return True
+        except cuda_backend.UnsupportedGraphError:
+            skipped.add(sig)
+        except cuda_backend.CudaBackendError as err:  # report, keep the rest of the table
+            failed[sig] = str(err)
+        return False
+
+    if sources:
+        todo = {}
+        for source in sources:
+            for sig, _, analytic in source.items():
+                if sig not in table and sig not in todo:
+                    todo[sig] = analytic
+        done = 0
+        for sig, analytic in tqdm(todo.items(), desc="signatures", unit="op", file=sys.stderr):
+            if out_of_time():
+                break
+            done += measure(sig, lambda s=sig: cuda_backend.measure_signature(s, args.math), analytic)
+            if done and done % 100 == 0:
+                cost_table.save(table, args.out)
+        measured += done
+        per_graph["--signatures-from"] = {"new_configs": len(todo), "measured": done}
+        print(f"{args.signatures_from}: {len(todo)} op configurations to measure, {done} measured",
+              file=sys.stderr, flush=True)
+        cost_table.save(table, args.out)
     for spec in args.graphs:
         g = te.graphs.load(spec)
         graphs = cost_table.explore(g, greedy_steps=args.greedy_steps, random_walks=args.random_walk,
@@ -60,15 +106,9 @@ def run(args: argparse.Namespace) -> int:
         todo = cost_table.missing_configs(graphs, table)
         done = 0
         for sig, (graph, op_id, analytic) in todo.items():
-            if args.time_limit and time.perf_counter() - start > args.time_limit:
+            if out_of_time():
                 break
-            try:
-                table.set(sig, cuda_backend.measure_op(graph, op_id, args.math), analytic)
-                done += 1
-            except cuda_backend.UnsupportedGraphError:
-                skipped.add(sig)
-            except cuda_backend.CudaBackendError as err:  # report, keep the rest of the table
-                failed[sig] = str(err)
+            done += measure(sig, lambda g=graph, i=op_id: cuda_backend.measure_op(g, i, args.math), analytic)
         measured += done
         per_graph[spec] = {"graphs_explored": len(graphs), "new_configs": len(todo), "measured": done}
         print(f"{spec}: {len(graphs)} graphs, {len(todo)} new op configurations, {done} measured",
@@ -80,4 +120,3 @@ def run(args: argparse.Namespace) -> int:
                "op_types": table.op_types(), "graphs": per_graph, "bytes": os.path.getsize(args.out)}
     print(json.dumps(summary))
     return 0
-

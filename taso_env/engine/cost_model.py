@@ -193,7 +193,7 @@ def make_cost_model(spec: str | CostModel) -> CostModel:
         return TableCostModel(_table_path(arg))
     if kind == "cuda":
         math, _, path = arg.partition(":")
-        if math not in ("", "fp32", "tf32"):  # "cuda:<path>" without a math mode
+        if math not in ("", "fp32", "tf32", "fp16", "bf16"):  # "cuda:<path>" without a math mode
             math, path = "", arg
         try:
             return CudaCostModel(math or "fp32", path or None)

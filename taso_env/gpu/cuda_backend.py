@@ -35,7 +35,10 @@ from taso_env.errors import MissingFeedError, TasoEnvError, UnsupportedOpError
 if TYPE_CHECKING:
     from taso_env.engine.graph import Graph
 
-MATH_MODES = ("fp32", "tf32")
+#: fp32: strict float32; tf32: TF32 tensor cores for convolutions and GEMMs; fp16 / bf16:
+#: float32 tensors stored 16-bit on the device (weights and inputs cast when uploaded,
+#: outputs returned as float32), float32 accumulation.
+MATH_MODES = ("fp32", "tf32", "fp16", "bf16")
 #: Op types allowed upstream of a host-evaluated opaque op when measuring.
 _HOST_PREFIX_OPS = frozenset({"Input", "Weight", "Constant", "Opaque", "Cast", "Identity", "Reshape",
                               "Flatten", "Gather", "Where", "Add", "Sub", "Mul", "Div", "Transpose"})
@@ -311,6 +314,12 @@ def measure_op_costs(graph: Graph, math: str = "fp32") -> tuple[list[tuple[str, 
 def measure_op(graph: Graph, op_id: int, math: str = "fp32") -> float:
     """GPU time (ms) of op `op_id` of `graph` in isolation."""
     return require().measure_op(graph._core, op_id, _check_math(math))
+
+
+def measure_signature(signature: str, math: str = "fp32") -> float:
+    """GPU time (ms) of the op configuration a cost-table signature names, in isolation
+    (the measurement measure_op makes; ValueError for a malformed signature)."""
+    return require().measure_signature(signature, _check_math(math))
 
 
 def install_measurer(core_table_model, math: str = "fp32") -> None:

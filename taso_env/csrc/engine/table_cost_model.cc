@@ -31,6 +31,65 @@ std::string type_of_signature(const std::string& signature) {
   return signature.substr(0, signature.find('|'));
 }
 
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return parts;
+}
+
+int64_t parse_int(const std::string& s, const std::string& signature) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size()) throw ValueError("op signature '" + signature + "': '" + s + "' is not an integer");
+  return v;
+}
+
+// "float32[1,2],int64[3]" -> the types (commas inside brackets belong to the shapes).
+std::vector<std::string> split_types(const std::string& s) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || (s[i] == ',' && depth == 0)) {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    } else if (s[i] == '[') {
+      ++depth;
+    } else if (s[i] == ']') {
+      --depth;
+    }
+  }
+  return parts;
+}
+
+// "float32[1,64,56,56]" (append_type's format; "float32[]" is a scalar).
+TensorType parse_type(const std::string& s, const std::string& signature) {
+  size_t open = s.find('[');
+  if (open == std::string::npos || s.back() != ']')
+    throw ValueError("op signature '" + signature + "': '" + s + "' is not a tensor type");
+  TensorType t;
+  const std::string dtype = s.substr(0, open);
+  t.dtype = -1;
+  for (int code : {kFloat32, kUInt8, kInt8, kInt32, kInt64, kBool, kFloat16, kFloat64})
+    if (dtype_name(code) == dtype) t.dtype = code;
+  if (t.dtype < 0) throw ValueError("op signature '" + signature + "': unknown dtype '" + dtype + "'");
+  const std::string dims = s.substr(open + 1, s.size() - open - 2);
+  if (!dims.empty())
+    for (const std::string& d : split(dims, ',')) t.shape.push_back(parse_int(d, signature));
+  return t;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 1.0;
   std::sort(v.begin(), v.end());
@@ -77,6 +136,57 @@ std::string op_signature(const Op& op, const std::vector<TensorType>& input_type
     append_type(out, op.outputs[i]);
   }
   return out;
+}
+
+Op op_from_signature(const std::string& signature, std::vector<TensorType>* input_types) {
+  const std::vector<std::string> parts = split(signature, '|');
+  if (parts.size() != 4)
+    throw ValueError("op signature '" + signature + "' does not have the four parts type|attributes|inputs|outputs");
+  Op op;
+  op.type = op_type_from_name(parts[0]);
+  const OpSchema& schema = op_schema(op.type);
+  if (!parts[1].empty()) {
+    for (const std::string& kv : split(parts[1], ';')) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos)
+        throw ValueError("op signature '" + signature + "': attribute '" + kv + "' has no value");
+      const std::string name = kv.substr(0, eq), value = kv.substr(eq + 1);
+      auto spec = std::find_if(schema.attrs.begin(), schema.attrs.end(),
+                               [&](const AttrSpec& a) { return a.name == name; });
+      if (spec == schema.attrs.end())
+        throw ValueError("op signature '" + signature + "': " + parts[0] + " has no attribute '" + name + "'");
+      switch (spec->kind) {
+        case AttrKind::kInt:
+        case AttrKind::kInts: {
+          std::vector<int64_t>& ints = op.attrs.ints[name];
+          if (!value.empty())
+            for (const std::string& v : split(value, ',')) ints.push_back(parse_int(v, signature));
+          break;
+        }
+        case AttrKind::kFloat: {
+          size_t used = 0;
+          try {
+            op.attrs.floats[name] = std::stod(value, &used);
+          } catch (const std::exception&) {
+            used = 0;
+          }
+          if (value.empty() || used != value.size())
+            throw ValueError("op signature '" + signature + "': attribute '" + name + "' is not a number");
+          break;
+        }
+        case AttrKind::kString: op.attrs.strings[name] = value; break;
+      }
+    }
+  }
+  input_types->clear();
+  if (!parts[2].empty())
+    for (const std::string& t : split_types(parts[2])) input_types->push_back(parse_type(t, signature));
+  if (!parts[3].empty())
+    for (const std::string& t : split_types(parts[3])) op.outputs.push_back(parse_type(t, signature));
+  if (op_signature(op, *input_types) != signature)
+    throw ValueError("op signature '" + signature + "' does not round-trip (it reads as '" +
+                     op_signature(op, *input_types) + "')");
+  return op;
 }
 
 TableCostModel::TableCostModel(DeviceProfile fallback_profile) : analytic_(std::move(fallback_profile)) {}

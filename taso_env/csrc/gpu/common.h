@@ -14,6 +14,8 @@
 #include <string>
 #include <utility>
 
+#include "taso/types.h"
+
 namespace taso {
 namespace cuda {
 
@@ -59,6 +61,9 @@ inline const char* math_mode_name(MathMode m) {
 inline bool is_16bit(MathMode m) { return m == MathMode::kFP16 || m == MathMode::kBF16; }
 // The device dtype of the graph's float32 tensors in `m` (kFloat32, kFloat16 or kBFloat16).
 int float_storage(MathMode m);
+// The device dtype of a graph tensor of `dtype` when float32 tensors are stored as
+// `float_dtype` (other dtypes are stored as they are).
+inline int stored_dtype(int dtype, int float_dtype) { return dtype == kFloat32 ? float_dtype : dtype; }
 
 // Owning device allocation (cudaMalloc / cudaFree); movable, not copyable.
 class DeviceBuffer {

@@ -84,16 +84,19 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
     }
     pad_idx_.begins[2] = p[0];
     pad_idx_.begins[3] = p[1];
-    scratch_bytes_ = static_cast<size_t>(prod(xin)) * sizeof(float);
+    scratch_bytes_ = static_cast<size_t>(prod(xin)) * dtype_size(float_storage(cfg.math));
     pad_h = pad_w = 0;
   }
   RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&x_desc_));
   RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&y_desc_));
   RLFLOW_CUDNN(cudnnCreateFilterDescriptor(&w_desc_));
   RLFLOW_CUDNN(cudnnCreateConvolutionDescriptor(&conv_desc_));
-  set_nchw(x_desc_, xin);
-  set_nchw(y_desc_, cfg.y);
-  RLFLOW_CUDNN(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(cfg.w[0]),
+  // 16-bit modes store half / bfloat16 tensors and accumulate in float (cuDNN's pseudo-half
+  // configuration: the convolution's compute type stays float).
+  const cudnnDataType_t type = cudnn_storage_type(cfg.math);
+  set_nchw(x_desc_, xin, cfg.math);
+  set_nchw(y_desc_, cfg.y, cfg.math);
+  RLFLOW_CUDNN(cudnnSetFilter4dDescriptor(w_desc_, type, CUDNN_TENSOR_NCHW, static_cast<int>(cfg.w[0]),
                                           static_cast<int>(cfg.w[1]), static_cast<int>(cfg.w[2]),
                                           static_cast<int>(cfg.w[3])));
   RLFLOW_CUDNN(cudnnSetConvolution2dDescriptor(conv_desc_, pad_h, pad_w, static_cast<int>(cfg.strides[0]),
@@ -111,7 +114,7 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
 
   if (cfg.bias) {
     RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&b_desc_));
-    RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(b_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+    RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(b_desc_, CUDNN_TENSOR_NCHW, type, 1,
                                             static_cast<int>(cfg.y[1]), 1, 1));
     RLFLOW_CUDNN(cudnnCreateActivationDescriptor(&act_desc_));
     RLFLOW_CUDNN(cudnnSetActivationDescriptor(
@@ -122,7 +125,7 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
                     dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
                     dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
                     "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
-                    std::to_string(cfg.activation) + "|f32|" + math_mode_name(cfg.math);
+                    std::to_string(cfg.activation) + "|" + math_mode_name(cfg.math);
   const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
   if (cfg.timings) {  // the whole space, for tuning records: no cache
     algo_ = tune(xin, cfg.timings);
@@ -212,17 +215,19 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
   const size_t limit = size_t(1) << 30;
   std::vector<cudnnMathType_t> maths = {CUDNN_FMA_MATH};
   if (cfg_.math == MathMode::kTF32) maths = {CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};
+  if (is_16bit(cfg_.math)) maths = {CUDNN_DEFAULT_MATH};  // what Find used: tensor cores
   auto zeroed = [&](size_t bytes) {
     DeviceBuffer b(std::max<size_t>(bytes, 4));
     RLFLOW_CUDA(cudaMemsetAsync(b.get(), 0, b.bytes(), s));
     return b;
   };
-  DeviceBuffer bx = zeroed(prod(xin) * sizeof(float)), bw = zeroed(prod(cfg_.w) * sizeof(float));
-  DeviceBuffer by = zeroed(prod(cfg_.y) * sizeof(float));
-  DeviceBuffer bz = zeroed(cfg_.residual ? prod(cfg_.y) * sizeof(float) : 0);
-  DeviceBuffer bb = zeroed(cfg_.bias ? cfg_.y[1] * sizeof(float) : 0);
-  const float* z = cfg_.residual ? bz.as<float>() : nullptr;
-  const float* bias = cfg_.bias ? bb.as<float>() : nullptr;
+  const size_t esize = dtype_size(float_storage(cfg_.math));
+  DeviceBuffer bx = zeroed(prod(xin) * esize), bw = zeroed(prod(cfg_.w) * esize);
+  DeviceBuffer by = zeroed(prod(cfg_.y) * esize);
+  DeviceBuffer bz = zeroed(cfg_.residual ? prod(cfg_.y) * esize : 0);
+  DeviceBuffer bb = zeroed(cfg_.bias ? cfg_.y[1] * esize : 0);
+  const void* z = cfg_.residual ? bz.get() : nullptr;
+  const void* bias = cfg_.bias ? bb.get() : nullptr;
   // Candidates: what cudnnFind ran successfully (it runs every algorithm, so none of
   // these crashes on this configuration), each with FMA math and, for TF32, also the
   // math type Find used.
@@ -274,7 +279,7 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
                             static_cast<int>(math), fused, ws);
       cand.ms = time_calls_ms(
           [&](cudaStream_t st) {
-            return enqueue(cand, bx.as<float>(), bw.as<float>(), bias, z, by.as<float>(), wsb.get(), st) ==
+            return enqueue(cand, bx.get(), bw.get(), bias, z, by.get(), wsb.get(), st) ==
                    CUDNN_STATUS_SUCCESS;
           },
           s);
@@ -302,8 +307,8 @@ ConvOp::~ConvOp() {
   if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
 }
 
-cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const float* xin, const float* w, const float* bias,
-                              const float* z, float* y, void* workspace, cudaStream_t s) const {
+cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const void* xin, const void* w, const void* bias, const void* z,
+                              void* y, void* workspace, cudaStream_t s) const {
   Context& ctx = context();
   float one = 1.f, zero = 0.f;
   if (a.fused) {
@@ -315,19 +320,20 @@ cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const float* xin, const float* 
   cudnnStatus_t st = cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
                                              workspace, a.workspace, &zero, y_desc_, y);
   if (st != CUDNN_STATUS_SUCCESS) return st;
-  launch_bias_activation(y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3], cfg_.activation, s);
+  launch_bias_activation(float_storage(cfg_.math), y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
+                         cfg_.activation, s);
   return CUDNN_STATUS_SUCCESS;
 }
 
-void ConvOp::run(const float* x, const float* w, const float* bias, const float* residual, float* y,
-                 void* workspace, void* scratch, cudaStream_t s) const {
+void ConvOp::run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* workspace,
+                 void* scratch, cudaStream_t s) const {
   Context& ctx = context();
   RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
-  const float* xin = x;
+  const void* xin = x;
   if (explicit_pad_) {
     int64_t n = prod(std::vector<int64_t>(pad_idx_.out_dims, pad_idx_.out_dims + 4));
-    launch_pad(x, scratch, sizeof(float), pad_idx_, 0, n, s);
-    xin = static_cast<const float*>(scratch);
+    launch_pad(x, scratch, dtype_size(float_storage(cfg_.math)), pad_idx_, 0, n, s);
+    xin = scratch;
   }
   check_cudnn(enqueue(algo_, xin, w, cfg_.bias ? bias : nullptr, cfg_.residual ? residual : nullptr, y, workspace, s),
               algo_.fused ? "cudnnConvolutionBiasActivationForward" : "cudnnConvolutionForward", __FILE__, __LINE__);

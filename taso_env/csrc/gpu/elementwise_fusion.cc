@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "kernels_fused.h"
+#include "taso/types.h"
 
 namespace taso {
 namespace cuda {
@@ -277,16 +278,16 @@ void classify(const std::vector<int64_t>& st, const std::vector<int64_t>& shape,
   in->mode = in->inner == 1 ? FusedAccess::kRow : FusedAccess::kChannel;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// Whether every run of 4 output elements is one aligned float4 load of each input (or
-// one value of it) and one aligned store.
-bool vectorisable(const FusedProgram& p, const void* output) {
-  if (p.strided || p.n % 4 != 0 || !aligned16(output)) return false;
+// Whether every run of 4 output elements, stored as `elem_size`-byte values, is one
+// aligned vector load of each input (or one value of it) and one aligned vector store
+// (16 bytes for float, 8 for a 16-bit dtype).
+bool vectorisable(const FusedProgram& p, const void* output, int elem_size) {
+  auto aligned = [&](const void* q) { return reinterpret_cast<uintptr_t>(q) % (4 * elem_size) == 0; };
+  if (p.strided || p.n % 4 != 0 || !aligned(output)) return false;
   for (int j = 0; j < p.num_inputs; ++j) {
     const FusedInput& in = p.inputs[j];
-    if (in.mode == FusedAccess::kSame && !aligned16(in.data)) return false;
-    if (in.mode == FusedAccess::kRow && (in.len % 4 != 0 || !aligned16(in.data))) return false;
+    if (in.mode == FusedAccess::kSame && !aligned(in.data)) return false;
+    if (in.mode == FusedAccess::kRow && (in.len % 4 != 0 || !aligned(in.data))) return false;
     if (in.mode == FusedAccess::kChannel && in.inner % 4 != 0) return false;
   }
   return true;
@@ -305,7 +306,7 @@ void set_attributes(const Op& op, FusedInstr* ins) {
 }  // namespace
 
 Step compile_elementwise_chain(const Graph& graph, const ElementwiseChain& chain, const ViewResolver& resolve,
-                               void* output, StepResources& /*res*/) {
+                               void* output, StepResources& res) {
   if (chain.ops.empty() && chain.softmax < 0) throw std::logic_error("element-wise chain without ops");
   const Op& last = graph.op(chain.last());
   auto malformed = [&](const std::string& why) {
@@ -347,7 +348,7 @@ Step compile_elementwise_chain(const Graph& graph, const ElementwiseChain& chain
     if (graph.tensor_type(ref).dtype != kFloat32 || !broadcast_strides(v, shape, &st))
       malformed("input " + std::to_string(j) + " is not float32 or does not broadcast to the output");
     FusedInput& in = p.inputs[j];
-    in.data = static_cast<const float*>(v.data);
+    in.data = v.data;
     classify(st, shape, &in);
     int64_t reach = 0;
     for (int d = 0; d < rank; ++d) {
@@ -357,7 +358,7 @@ Step compile_elementwise_chain(const Graph& graph, const ElementwiseChain& chain
     p.index32 = p.index32 && reach < kIndex32Limit;
     p.strided = p.strided || in.mode == FusedAccess::kStrided;
   }
-  p.vector4 = vectorisable(p, output);
+  p.vector4 = vectorisable(p, output, dtype_size(res.float_dtype));
   if (p.index32) {
     for (int d = 0; d < rank; ++d) p.dims_div[d] = make_fast_divisor(static_cast<uint32_t>(p.dims[d]));
     for (int j = 0; j < p.num_inputs; ++j) {
@@ -406,8 +407,8 @@ Step compile_elementwise_chain(const Graph& graph, const ElementwiseChain& chain
   }
 
   auto program = std::make_shared<const FusedProgram>(p);
-  float* y = static_cast<float*>(output);
-  return [program, y](cudaStream_t s) { launch_fused_chain(*program, y, s); };
+  const int dtype = res.float_dtype;
+  return [program, dtype, output](cudaStream_t s) { launch_fused_chain(*program, dtype, output, s); };
 }
 
 }  // namespace cuda

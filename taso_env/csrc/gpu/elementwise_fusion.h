@@ -61,9 +61,10 @@ ChainPlan plan_elementwise_chains(const Graph& graph, const std::vector<char>& u
 // One step computing chain.last()'s output into `output` (contiguous, row-major); every
 // input is read through resolve(ref), which may return strided / transposed / offset
 // views (StridedView in views.h: data pointer, the tensor's own shape, element strides).
-// Everything the kernel needs travels in its parameter struct: nothing is uploaded, and
-// `res` is left as it is. Throws UnsupportedGraphError naming the op for a rank above
-// kMaxRank, std::logic_error for a chain the planner would not make.
+// The float32 tensors it reads and writes are stored as res.float_dtype (computed in
+// float32). Everything the kernel needs travels in its parameter struct: nothing is
+// uploaded, and `res` is left as it is. Throws UnsupportedGraphError naming the op for a
+// rank above kMaxRank, std::logic_error for a chain the planner would not make.
 Step compile_elementwise_chain(const Graph& graph, const ElementwiseChain& chain, const ViewResolver& resolve,
                                void* output, StepResources& res);
 

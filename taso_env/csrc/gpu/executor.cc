@@ -63,6 +63,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
       throw ValueError("known scalar op '" + op.name + "' is not a one-element int32 / int64 / float Weight");
   }
   res_->plan = &options_.plan;
+  res_->float_dtype = float_storage(options_.math);
   std::vector<char> no_fuse(n_ops, 0);
   for (const auto& [id, p] : options_.plan) no_fuse[id] = p.fuse == 0;
   std::vector<char> host_fed(n_ops, 0);
@@ -109,7 +110,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     }
     for (size_t k = 0; k < op.outputs.size(); ++k) {
       offsets_[id][k] = total;
-      size_t bytes = static_cast<size_t>(op.outputs[k].num_bytes());
+      size_t bytes = stored_bytes(op.outputs[k]);
       total += (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
     }
   }
@@ -123,7 +124,8 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (op.type == OpType::kBatchNorm && op.inputs.size() > 4) positive[op.inputs[4].op] = 1;
   }
   std::vector<char> constant = constant_ops(graph_);
-  const StepPlan plan = plan_steps(graph_, needed, host_fed, constant, alias, no_fuse, options_.known_scalars, fuse);
+  const StepPlan plan = plan_steps(graph_, needed, host_fed, constant, alias, no_fuse, options_.known_scalars, fuse,
+                                   res_->float_dtype);
   const ViewPlan& views = *plan.views;
   fused_ops_ = plan.fused_ops;
   const std::function<void*(const TensorRef&)> ptr = [&](const TensorRef& t) { return tensor_ptr(t); };
@@ -139,11 +141,11 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
           int64_t fan_in = t.shape.size() >= 2 ? t.num_elements() / std::max<int64_t>(t.shape[0], 1) : 0;
           scale = fan_in > 0 ? std::sqrt(3.f / static_cast<float>(fan_in)) : 0.05f;
         }
-        launch_random_fill(t.dtype, tensor_ptr({id, static_cast<int>(k)}), t.num_elements(),
+        launch_random_fill(stored(t.dtype), tensor_ptr({id, static_cast<int>(k)}), t.num_elements(),
                            name_seed(options_.seed, op.name) + k, scale, positive[id] != 0, ctx.stream);
       }
       if (auto it = options_.known_scalars.find(id); it != options_.known_scalars.end())
-        launch_fill(op.outputs[0].dtype, static_cast<double>(it->second), tensor_ptr({id, 0}), 1, ctx.stream);
+        launch_fill(stored(op.outputs[0].dtype), static_cast<double>(it->second), tensor_ptr({id, 0}), 1, ctx.stream);
       continue;
     }
     if (alias[id] || plan.skipped(id)) continue;
@@ -164,7 +166,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (plan.chains.at[id] >= 0) {
       step = compile_elementwise_chain(graph_, plan.chains.chains[plan.chains.at[id]], resolve, out[0], *res_);
     } else if (plan.viewable[id]) {  // a view op that runs: one strided copy from the data's buffer
-      step = compile_strided_copy(views.op_view(id, ptr), dtype_size(op.outputs[0].dtype), out[0]);
+      step = compile_strided_copy(views.op_view(id, ptr), dtype_size(stored(op.outputs[0].dtype)), out[0]);
     } else {
       for (const TensorRef& r : op.inputs) in.push_back(tensor_ptr(r));
       step = compile_op(graph_, id, in, out, options_.math, *res_);
@@ -232,7 +234,7 @@ void Executor::set_source(const std::string& name, const void* data, size_t byte
                          ", a fixed slice or a GEMM scale); setting it to " + std::to_string(value) +
                          " needs a new executor");
     }
-    RLFLOW_CUDA(cudaMemcpy(tensor_ptr({id, 0}), data, bytes, cudaMemcpyHostToDevice));
+    upload(op.outputs[0], data, tensor_ptr({id, 0}));
     if (op.type == OpType::kWeight) constants_dirty_ = true;
     return;
   }
@@ -250,7 +252,7 @@ void Executor::set_host_fed(int op_id, int index, const void* data, size_t bytes
   if (bytes != expect)
     throw ValueError("host-fed op '" + op.name + "' output " + std::to_string(index) + ": expected " +
                      std::to_string(expect) + " bytes, got " + std::to_string(bytes));
-  RLFLOW_CUDA(cudaMemcpy(tensor_ptr({op_id, index}), data, bytes, cudaMemcpyHostToDevice));
+  upload(op.outputs[index], data, tensor_ptr({op_id, index}));
 }
 
 void Executor::fold_constants() {
@@ -283,7 +285,35 @@ void Executor::read_output(int i, void* data, size_t bytes) const {
   if (bytes != static_cast<size_t>(t.num_bytes()))
     throw ValueError("graph output " + std::to_string(i) + " has " + std::to_string(t.num_bytes()) +
                      " bytes, buffer has " + std::to_string(bytes));
-  RLFLOW_CUDA(cudaMemcpy(data, tensor_ptr(graph_.outputs()[i]), bytes, cudaMemcpyDeviceToHost));
+  const void* from = tensor_ptr(graph_.outputs()[i]);
+  if (stored(t.dtype) == t.dtype) {
+    RLFLOW_CUDA(cudaMemcpy(data, from, bytes, cudaMemcpyDeviceToHost));
+    return;
+  }
+  // A 16-bit float tensor: cast to float32 on the device, then copy.
+  DeviceBuffer staging(bytes);
+  launch_cast(stored(t.dtype), t.dtype, from, staging.get(), t.num_elements(), context().stream);
+  RLFLOW_CUDA(cudaStreamSynchronize(context().stream));
+  RLFLOW_CUDA(cudaMemcpy(data, staging.get(), bytes, cudaMemcpyDeviceToHost));
+}
+
+int Executor::stored(int dtype) const { return stored_dtype(dtype, res_->float_dtype); }
+
+size_t Executor::stored_bytes(const TensorType& t) const {
+  return static_cast<size_t>(t.num_elements()) * dtype_size(stored(t.dtype));
+}
+
+void Executor::upload(const TensorType& t, const void* data, void* to) {
+  const size_t bytes = static_cast<size_t>(t.num_bytes());
+  if (stored(t.dtype) == t.dtype) {
+    RLFLOW_CUDA(cudaMemcpy(to, data, bytes, cudaMemcpyHostToDevice));
+    return;
+  }
+  // Host float32 into a 16-bit tensor: copy, then cast on the device (weights cast at load).
+  DeviceBuffer staging(bytes);
+  RLFLOW_CUDA(cudaMemcpy(staging.get(), data, bytes, cudaMemcpyHostToDevice));
+  launch_cast(t.dtype, stored(t.dtype), staging.get(), to, t.num_elements(), context().stream);
+  RLFLOW_CUDA(cudaStreamSynchronize(context().stream));
 }
 
 void Executor::capture() {

@@ -120,6 +120,12 @@ class Executor {
 
  private:
   void* tensor_ptr(const TensorRef& t) const;
+  // The device dtype of a graph dtype (float32 is stored 16-bit in fp16 / bf16) and the
+  // device bytes of a tensor.
+  int stored(int dtype) const;
+  size_t stored_bytes(const TensorType& t) const;
+  // Copies host data of graph type `t` to device memory `to`, cast to the stored dtype.
+  void upload(const TensorType& t, const void* data, void* to);
   void fold_constants();
   void enqueue_steps(cudaStream_t s) const;
   void capture();

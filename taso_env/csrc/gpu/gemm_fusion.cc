@@ -170,11 +170,13 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
 
 namespace {
 
-// Copies a strided view into a new contiguous buffer owned by `res` (a step in `pre`).
+// Copies a strided view of float tensor data into a new contiguous buffer owned by `res`
+// (a step in `pre`).
 StridedView materialise(const StridedView& v, StepResources& res, std::vector<Step>& pre) {
-  res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(prod(v.shape), 1)) * sizeof(float));
-  float* buf = res.params.back().as<float>();
-  pre.push_back(compile_strided_copy(v, sizeof(float), buf));
+  const int esize = dtype_size(res.float_dtype);
+  res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(prod(v.shape), 1)) * esize);
+  void* buf = res.params.back().get();
+  pre.push_back(compile_strided_copy(v, esize, buf));
   return {buf, v.shape, contiguous_strides(v.shape)};
 }
 
@@ -247,11 +249,11 @@ Step compile_gemm(const Graph& graph, const GemmFusion& f, const ViewResolver& r
     c.shape = y;
     c.strides = st;
   }
-  const float* bias = nullptr;
+  const void* bias = nullptr;
   if (f.has_bias) {
     StridedView bv = resolve(f.bias);
     if (!bv.contiguous()) bv = materialise(bv, res, pre);
-    bias = static_cast<const float*>(bv.data);
+    bias = bv.data;
   }
   const std::vector<int64_t> ob(y.begin(), y.end() - 2);
   int64_t batch = prod(ob);
@@ -295,20 +297,21 @@ Step compile_gemm(const Graph& graph, const GemmFusion& f, const ViewResolver& r
     if (f.out_transpose >= 0 && !configure()) {
       // The heads cannot be written as one batch stride: GEMM into a private buffer,
       // then the Transpose's copy.
-      res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(prod(y), 1)) * sizeof(float));
+      const int esize = dtype_size(res.float_dtype);
+      res.params.emplace_back(static_cast<size_t>(std::max<int64_t>(prod(y), 1)) * esize);
       d = {res.params.back().get(), y, contiguous_strides(y)};
       const Op& t = graph.op(f.out_transpose);
-      post.push_back(compile_strided_copy(permuted(d, transpose_perm(t, y.size())), sizeof(float), output));
+      post.push_back(compile_strided_copy(permuted(d, transpose_perm(t, y.size())), esize, output));
     }
     if (!configure())
       throw UnsupportedGraphError(op_type_name(g.type) + " op '" + g.name + "': cuBLASLt cannot run this GEMM");
   }
   LtGemmPointers p;
-  p.a = static_cast<const float*>(a.data);
-  p.b = static_cast<const float*>(b.data);
+  p.a = a.data;
+  p.b = b.data;
   p.bias = bias;
-  p.c = f.has_residual ? static_cast<const float*>(c.data) : nullptr;
-  p.d = static_cast<float*>(const_cast<void*>(d.data));
+  p.c = f.has_residual ? c.data : nullptr;
+  p.d = const_cast<void*>(d.data);
   cfg.relu = g.type == OpType::kMatMul && g.attrs.get_int("activation") == kActRelu;
   auto lt = std::make_shared<LtGemm>(cfg, p);
   return [pre = std::move(pre), post = std::move(post), lt](cudaStream_t s) {

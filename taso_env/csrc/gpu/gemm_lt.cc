@@ -62,8 +62,17 @@ Mapping map_config(const LtGemmConfig& cfg) {
 int alignment(const void* p) {
   auto v = reinterpret_cast<uintptr_t>(p);
   int a = 256;
-  while (a > 4 && v % a) a /= 2;
+  while (a > 2 && v % a) a /= 2;
   return a;
+}
+
+// cuBLASLt's type of the stored matrices in `math`.
+cudaDataType_t storage_type(MathMode math) {
+  switch (math) {
+    case MathMode::kFP16: return CUDA_R_16F;
+    case MathMode::kBF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
 }
 
 
@@ -76,8 +85,9 @@ std::map<std::string, cublasLtMatmulAlgo_t>& cache() {
   return c;
 }
 
-void create_layout(cublasLtMatrixLayout_t* desc, const ColMajor& cm, int64_t batch, int64_t batch_stride) {
-  RLFLOW_CUBLAS(cublasLtMatrixLayoutCreate(desc, CUDA_R_32F, cm.rows, cm.cols, cm.ld));
+void create_layout(cublasLtMatrixLayout_t* desc, cudaDataType_t type, const ColMajor& cm, int64_t batch,
+                   int64_t batch_stride) {
+  RLFLOW_CUBLAS(cublasLtMatrixLayoutCreate(desc, type, cm.rows, cm.cols, cm.ld));
   if (batch > 1) {
     int32_t count = static_cast<int32_t>(batch);
     RLFLOW_CUBLAS(cublasLtMatrixLayoutSetAttribute(*desc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
@@ -116,10 +126,11 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   RLFLOW_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   if (cfg.bias)
     RLFLOW_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p_.bias, sizeof p_.bias));
-  create_layout(&a_desc_, m.a, cfg.batch, cfg.b.batch_stride);
-  create_layout(&b_desc_, m.b, cfg.batch, cfg.a.batch_stride);
-  create_layout(&d_desc_, m.d, cfg.batch, cfg.d.batch_stride);
-  create_layout(&c_desc_, m.c, cfg.batch, cfg.residual ? cfg.c.batch_stride : cfg.d.batch_stride);
+  const cudaDataType_t type = storage_type(cfg.math);
+  create_layout(&a_desc_, type, m.a, cfg.batch, cfg.b.batch_stride);
+  create_layout(&b_desc_, type, m.b, cfg.batch, cfg.a.batch_stride);
+  create_layout(&d_desc_, type, m.d, cfg.batch, cfg.d.batch_stride);
+  create_layout(&c_desc_, type, m.c, cfg.batch, cfg.residual ? cfg.c.batch_stride : cfg.d.batch_stride);
 
   // Plain string building, no iostreams: the module shares its process with other C++
   // runtimes (see conv_op.cc).
@@ -130,9 +141,8 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
            std::to_string(static_cast<int>(cm->op));
   for (int64_t s : {cfg.a.batch_stride, cfg.b.batch_stride, cfg.c.batch_stride, cfg.d.batch_stride})
     key += "," + std::to_string(s);
-  for (const void* p : {static_cast<const void*>(p_.a), static_cast<const void*>(p_.b),
-                        static_cast<const void*>(p_.c ? p_.c : p_.d), static_cast<const void*>(p_.d),
-                        static_cast<const void*>(p_.bias)})
+  for (const void* p : {p_.a, p_.b, p_.c ? p_.c : static_cast<const void*>(p_.d), static_cast<const void*>(p_.d),
+                        p_.bias})
     key += "," + std::to_string(alignment(p));
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
@@ -150,7 +160,7 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p_.b},  // cuBLASLt's A is our B
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p_.a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p_.c ? p_.c : p_.d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p_.c ? p_.c : static_cast<const void*>(p_.d)},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p_.d}};
   for (const auto& [attr, ptr] : aligned) {
     uint32_t bytes = static_cast<uint32_t>(alignment(ptr));
@@ -191,7 +201,7 @@ LtGemm::~LtGemm() {
 cublasStatus_t LtGemm::enqueue(const cublasLtMatmulAlgo_t& algo, cudaStream_t s) const {
   Context& ctx = context();
   const float alpha = cfg_.alpha, beta = cfg_.residual ? 1.f : 0.f;
-  const float* c = cfg_.residual ? p_.c : p_.d;
+  const void* c = cfg_.residual ? p_.c : p_.d;
   // cuBLASLt's A is our B and its B our A (column-major D^T = B^T A^T).
   return cublasLtMatmul(ctx.cublaslt, desc_, &alpha, p_.b, a_desc_, p_.a, b_desc_, &beta, c, c_desc_, p_.d, d_desc_,
                         &algo, ctx.cublas_workspace, ctx.cublas_workspace_bytes, s);

@@ -21,8 +21,9 @@ struct MatrixLayout {
   int64_t row_stride = 0, col_stride = 1, batch_stride = 0;
 };
 
-// D[b] = act(alpha * A[b] @ B[b] (+ bias[n] broadcast over rows) (+ C[b])), float32;
-// act is ReLU or nothing.
+// D[b] = act(alpha * A[b] @ B[b] (+ bias[n] broadcast over rows) (+ C[b])); act is ReLU
+// or nothing. Every matrix and the bias are stored as float_storage(math) (float32,
+// float16 or bfloat16); accumulation in float32 (TF32 tensor cores in tf32).
 struct LtGemmConfig {
   int64_t batch = 1;
   MatrixLayout a, b, d, c;  // a: m x k, b: k x n, d and c: m x n (c only with residual)
@@ -40,11 +41,11 @@ bool lt_gemm_supported(const LtGemmConfig& cfg);
 // The device pointers a GEMM step reads and writes (bound at construction: the
 // executor's buffers never move). bias / c may be null.
 struct LtGemmPointers {
-  const float* a = nullptr;
-  const float* b = nullptr;
-  const float* bias = nullptr;
-  const float* c = nullptr;
-  float* d = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* bias = nullptr;
+  const void* c = nullptr;
+  void* d = nullptr;
 };
 
 class LtGemm {

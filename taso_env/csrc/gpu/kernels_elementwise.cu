@@ -1,12 +1,14 @@
 // Element-wise kernels: unary math, broadcasting binary ops and Where, casts, fills,
-// the conv/matmul bias + activation epilogue and the batch-norm fallback.
-#include <cuda_fp16.h>
-
+// the conv/matmul bias + activation epilogue and the batch-norm fallback. 16-bit floats
+// (__half, __nv_bfloat16) are loaded into float, computed in float and rounded once when
+// stored (float_storage.cuh).
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "common.h"
+#include "float_storage.cuh"
 #include "kernels.h"
 #include "launch.cuh"
 #include "taso/types.h"
@@ -40,6 +42,10 @@ BroadcastIndex make_broadcast(const std::vector<int64_t>& out, const std::vector
 }
 
 namespace {
+
+// Storage types that compute in float (float_storage.cuh).
+template <typename T>
+constexpr bool kIs16Bit = std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value;
 
 __device__ inline void offsets_of(const BroadcastIndex& idx, int64_t i, int nops, int64_t* off) {
   for (int k = 0; k < nops; ++k) off[k] = 0;
@@ -93,10 +99,13 @@ __device__ inline float unary_apply<float>(UnaryKind k, float x, float a, float 
   return x;
 }
 
+// Double computes in double, every other float type in float.
 template <typename T>
 __global__ void unary_kernel(UnaryKind k, const T* x, T* y, int64_t n, float a, float b) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = unary_apply<T>(k, x[i], a, b);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    if constexpr (std::is_same<T, double>::value) y[i] = unary_apply<double>(k, x[i], a, b);
+    else y[i] = from_float<T>(unary_apply<float>(k, load_float(x[i]), a, b));
+  }
 }
 
 template <typename T>
@@ -118,10 +127,17 @@ __device__ inline T binary_apply(BinaryKind k, T a, T b) {
   return a;
 }
 
+// binary_apply on stored values: 16-bit floats in float, every other type in itself.
+template <typename T>
+__device__ inline T binary_stored(BinaryKind k, T a, T b) {
+  if constexpr (kIs16Bit<T>) return from_float<T>(binary_apply<float>(k, load_float(a), load_float(b)));
+  else return binary_apply<T>(k, a, b);
+}
+
 template <typename T>
 __global__ void binary_same_kernel(BinaryKind k, const T* a, const T* b, T* y, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = binary_apply<T>(k, a[i], b[i]);
+    y[i] = binary_stored<T>(k, a[i], b[i]);
 }
 
 // b broadcast along the last dims: y[i] = a[i] op b[(i / inner) % nb] (per-channel / row vector).
@@ -130,7 +146,7 @@ __global__ void binary_bcast_kernel(BinaryKind k, BroadcastIndex idx, const T* a
   int64_t off[2];
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     offsets_of(idx, i, 2, off);
-    y[i] = binary_apply<T>(k, a[off[0]], b[off[1]]);
+    y[i] = binary_stored<T>(k, a[off[0]], b[off[1]]);
   }
 }
 
@@ -141,7 +157,7 @@ __global__ void binary_vec_kernel(BinaryKind k, const T* full, const T* vec, T* 
                                   int64_t nb, bool vec_first) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     T v = vec[(i / inner) % nb];
-    y[i] = vec_first ? binary_apply<T>(k, v, full[i]) : binary_apply<T>(k, full[i], v);
+    y[i] = vec_first ? binary_stored<T>(k, v, full[i]) : binary_stored<T>(k, full[i], v);
   }
 }
 
@@ -187,15 +203,18 @@ __global__ void bcast_copy_kernel(BroadcastIndex idx, const T* x, T* out, int64_
 }
 
 // Conversions through double (exact for every supported pair except int64 > 2^53,
-// which a float tensor cannot represent anyway); bool is x != 0.
+// which a float tensor cannot represent anyway); bool is x != 0. 16-bit floats go
+// through float.
 template <typename T>
-__device__ inline double to_double(T v) { return static_cast<double>(v); }
-template <>
-__device__ inline double to_double<__half>(__half v) { return static_cast<double>(__half2float(v)); }
+__device__ inline double to_double(T v) {
+  if constexpr (kIs16Bit<T>) return static_cast<double>(load_float(v));
+  else return static_cast<double>(v);
+}
 template <typename T>
-__device__ inline T from_double(double v) { return static_cast<T>(v); }
-template <>
-__device__ inline __half from_double<__half>(double v) { return __float2half(static_cast<float>(v)); }
+__device__ inline T from_double(double v) {
+  if constexpr (kIs16Bit<T>) return from_float<T>(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
 
 template <typename From, typename To>
 __global__ void cast_kernel(const From* x, To* y, int64_t n, bool to_bool) {
@@ -248,23 +267,24 @@ __device__ inline float activate(float v, int act) {
   }
 }
 
-__global__ void bias_act_kernel(float* y, const float* bias, const float* residual, int64_t total, int64_t channels,
+template <typename T>
+__global__ void bias_act_kernel(T* y, const T* bias, const T* residual, int64_t total, int64_t channels,
                                 int64_t inner, int act) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-    float v = y[i];
-    if (bias) v += bias[(i / inner) % channels];
-    if (residual) v += residual[i];
-    y[i] = activate(v, act);
+    float v = load_float(y[i]);
+    if (bias) v += load_float(bias[(i / inner) % channels]);
+    if (residual) v += load_float(residual[i]);
+    y[i] = from_float<T>(activate(v, act));
   }
 }
 
-__global__ void batchnorm_kernel(const float* x, const float* scale, const float* bias, const float* mean,
-                                 const float* var, float* y, int64_t total, int64_t channels, int64_t inner,
-                                 float eps) {
+template <typename T>
+__global__ void batchnorm_kernel(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
+                                 int64_t total, int64_t channels, int64_t inner, float eps) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t c = (i / inner) % channels;
-    float f = scale[c] / sqrtf(var[c] + eps);
-    y[i] = (x[i] - mean[c]) * f + bias[c];
+    float f = load_float(scale[c]) / sqrtf(load_float(var[c]) + eps);
+    y[i] = from_float<T>((load_float(x[i]) - load_float(mean[c])) * f + load_float(bias[c]));
   }
 }
 
@@ -273,6 +293,8 @@ void by_float_dtype(int dtype, F&& f) {
   switch (dtype) {
     case kFloat32: f(float{}); break;
     case kFloat64: f(double{}); break;
+    case kFloat16: f(__half{}); break;
+    case kBFloat16: f(__nv_bfloat16{}); break;
     default: throw UnsupportedGraphError("dtype " + dtype_name(dtype) + " is not supported by this kernel");
   }
 }
@@ -282,6 +304,8 @@ void by_numeric_dtype(int dtype, F&& f) {
   switch (dtype) {
     case kFloat32: f(float{}); break;
     case kFloat64: f(double{}); break;
+    case kFloat16: f(__half{}); break;
+    case kBFloat16: f(__nv_bfloat16{}); break;
     case kInt32: f(int32_t{}); break;
     case kInt64: f(int64_t{}); break;
     default: throw UnsupportedGraphError("dtype " + dtype_name(dtype) + " is not supported by this kernel");
@@ -294,6 +318,7 @@ void by_any_dtype(int dtype, F&& f) {
     case kFloat32: f(float{}); break;
     case kFloat64: f(double{}); break;
     case kFloat16: f(__half{}); break;
+    case kBFloat16: f(__nv_bfloat16{}); break;
     case kInt32: f(int32_t{}); break;
     case kInt64: f(int64_t{}); break;
     case kInt8: f(int8_t{}); break;
@@ -303,16 +328,16 @@ void by_any_dtype(int dtype, F&& f) {
   }
 }
 
-
 }  // namespace
 
 bool unary_supported(UnaryKind k, int dtype) {
-  if (dtype == kFloat32 || dtype == kFloat64) return true;
+  if (dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16 || dtype == kBFloat16) return true;
   return k == UnaryKind::kRelu && (dtype == kInt32 || dtype == kInt64);
 }
 
 bool binary_supported(int dtype) {
-  return dtype == kFloat32 || dtype == kFloat64 || dtype == kInt32 || dtype == kInt64;
+  return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16 || dtype == kBFloat16 || dtype == kInt32 ||
+         dtype == kInt64;
 }
 
 void launch_unary(UnaryKind k, int dtype, const void* x, void* y, int64_t n, cudaStream_t s, float a, float b) {
@@ -375,8 +400,8 @@ void launch_broadcast_copy(const void* x, void* out, int elem_size, const Broadc
 
 bool cast_supported(int from, int to) {
   auto ok = [](int d) {
-    return d == kFloat32 || d == kFloat64 || d == kFloat16 || d == kInt32 || d == kInt64 || d == kInt8 ||
-           d == kUInt8 || d == kBool;
+    return d == kFloat32 || d == kFloat64 || d == kFloat16 || d == kBFloat16 || d == kInt32 || d == kInt64 ||
+           d == kInt8 || d == kUInt8 || d == kBool;
   };
   return ok(from) && ok(to);
 }
@@ -396,16 +421,15 @@ void launch_cast(int from, int to, const void* x, void* y, int64_t n, cudaStream
 
 void launch_fill(int dtype, double value, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  if (dtype == kFloat16) {
-    __half h = __float2half(static_cast<float>(value));
-    fill_kernel<__half><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<__half*>(y), h, n);
-  } else {
-    by_any_dtype(dtype, [&](auto t) {
-      using T = decltype(t);
-      T v = dtype == kBool ? static_cast<T>(value != 0.0) : static_cast<T>(value);
-      fill_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<T*>(y), v, n);
-    });
-  }
+  by_any_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    T v;
+    // 16-bit floats round from float, as from_float does in the kernels (an explicit
+    // float: not every CUDA version converts __nv_bfloat16 from double).
+    if constexpr (kIs16Bit<T>) v = T(static_cast<float>(value));
+    else v = dtype == kBool ? static_cast<T>(value != 0.0) : static_cast<T>(value);
+    fill_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<T*>(y), v, n);
+  });
   check_launch("fill kernel");
 }
 
@@ -421,23 +445,37 @@ void launch_random_fill(int dtype, void* y, int64_t n, uint64_t seed, float scal
     case kFloat16:
       random_float_kernel<__half><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<__half*>(y), n, seed, scale, positive);
       break;
+    case kBFloat16:
+      random_float_kernel<__nv_bfloat16><<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<__nv_bfloat16*>(y), n,
+                                                                                      seed, scale, positive);
+      break;
     case kBool: random_bool_kernel<<<grid_for(n), threads_per_block(), 0, s>>>(static_cast<uint8_t*>(y), n, seed); break;
     default: RLFLOW_CUDA(cudaMemsetAsync(y, 0, n * dtype_size(dtype), s)); break;
   }
   check_launch("random fill kernel");
 }
 
-void launch_bias_activation(float* y, const float* bias, const float* residual, int64_t total, int64_t channels,
-                            int64_t inner, int act, cudaStream_t s) {
+void launch_bias_activation(int dtype, void* y, const void* bias, const void* residual, int64_t total,
+                            int64_t channels, int64_t inner, int act, cudaStream_t s) {
   if (total == 0 || (!bias && !residual && act == 0)) return;
-  bias_act_kernel<<<grid_for(total), threads_per_block(), 0, s>>>(y, bias, residual, total, channels, inner, act);
+  by_float_storage(dtype, [&](auto t) {
+    using T = decltype(t);
+    bias_act_kernel<T><<<grid_for(total), threads_per_block(), 0, s>>>(
+        static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(residual), total, channels, inner, act);
+  });
   check_launch("bias/activation kernel");
 }
 
-void launch_batchnorm(const float* x, const float* scale, const float* bias, const float* mean, const float* var,
-                      float* y, int64_t total, int64_t channels, int64_t inner, float eps, cudaStream_t s) {
+void launch_batchnorm(int dtype, const void* x, const void* scale, const void* bias, const void* mean,
+                      const void* var, void* y, int64_t total, int64_t channels, int64_t inner, float eps,
+                      cudaStream_t s) {
   if (total == 0) return;
-  batchnorm_kernel<<<grid_for(total), threads_per_block(), 0, s>>>(x, scale, bias, mean, var, y, total, channels, inner, eps);
+  by_float_storage(dtype, [&](auto t) {
+    using T = decltype(t);
+    batchnorm_kernel<T><<<grid_for(total), threads_per_block(), 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
+        static_cast<const T*>(mean), static_cast<const T*>(var), static_cast<T*>(y), total, channels, inner, eps);
+  });
   check_launch("batch norm kernel");
 }
 

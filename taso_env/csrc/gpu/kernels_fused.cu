@@ -1,12 +1,15 @@
 // Fused element-wise chain kernels (see kernels_fused.h): the program interpreter, the
 // flat and strided element-wise kernels, and the softmax variants (one warp per row,
-// one block per row).
+// one block per row). Every kernel is instantiated per storage type T (float, __half,
+// __nv_bfloat16: float_storage.cuh); the program itself always computes in float.
 #include "kernels_fused.h"
 
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "common.h"
+#include "float_storage.cuh"
 #include "launch.cuh"
 
 namespace taso {
@@ -125,17 +128,48 @@ __device__ __forceinline__ void run_program(const FusedProgram& p, const Tile& t
 
 // ---- tiles: where a thread's elements of each input are --------------------------------
 
-template <int W>
-__device__ __forceinline__ void load_run(const float* x, float (&v)[W]) {
-  if constexpr (W == 4) {
+// Four 16-bit values moved as one 8-byte word (written through one member, read through
+// the other, which nvcc defines): a vectorised tile's load or store is then a single
+// 64-bit access, as a float tile's is one float4.
+template <typename T>
+union Pack4 {
+  uint2 word;
+  T v[4];
+};
+
+// Elements x[0 .. W - 1] in float; W = 4 needs x aligned to 4 elements.
+template <int W, typename T>
+__device__ __forceinline__ void load_run(const T* x, float (&v)[W]) {
+  if constexpr (W == 4 && std::is_same_v<T, float>) {
     float4 q = __ldg(reinterpret_cast<const float4*>(x));
     v[0] = q.x;
     v[1] = q.y;
     v[2] = q.z;
     v[3] = q.w;
+  } else if constexpr (W == 4) {
+    Pack4<T> q;
+    q.word = __ldg(reinterpret_cast<const uint2*>(x));
+#pragma unroll
+    for (int w = 0; w < W; ++w) v[w] = load_float(q.v[w]);
   } else {
 #pragma unroll
-    for (int w = 0; w < W; ++w) v[w] = __ldg(x + w);
+    for (int w = 0; w < W; ++w) v[w] = load_float(__ldg(x + w));
+  }
+}
+
+// y[0 .. W - 1] = r stored as T; W = 4 needs y aligned to 4 elements.
+template <int W, typename T>
+__device__ __forceinline__ void store_run(T* y, const float (&r)[W]) {
+  if constexpr (W == 4 && std::is_same_v<T, float>) {
+    *reinterpret_cast<float4*>(y) = make_float4(r[0], r[1], r[2], r[3]);
+  } else if constexpr (W == 4) {
+    Pack4<T> q;
+#pragma unroll
+    for (int w = 0; w < W; ++w) q.v[w] = from_float<T>(r[w]);
+    *reinterpret_cast<uint2*>(y) = q.word;
+  } else {
+#pragma unroll
+    for (int w = 0; w < W; ++w) y[w] = from_float<T>(r[w]);
   }
 }
 
@@ -145,9 +179,17 @@ __device__ __forceinline__ void fill(float (&v)[W], float x) {
   for (int w = 0; w < W; ++w) v[w] = x;
 }
 
+// An input's values as T. Called at each use rather than kept in a local at the top of a
+// load: the pointer's parameter load then stays where it is needed (hoisting it changes
+// the float kernels' code and costs a softmax kernel registers).
+template <typename T>
+__device__ __forceinline__ const T* values(const FusedInput& in) {
+  return static_cast<const T*>(in.data);
+}
+
 // Elements i .. i + W - 1 with every input in a flat mode (W = 4 only where the host
-// found every run 16-byte aligned and every kChannel's inner a multiple of 4).
-template <int W, typename Index>
+// found every run aligned to 4 elements and every kChannel's inner a multiple of 4).
+template <typename T, int W, typename Index>
 struct FlatTile {
   const FusedProgram& p;
   Index i;
@@ -155,17 +197,20 @@ struct FlatTile {
   __device__ __forceinline__ void load(int j, float (&v)[W]) const {
     const FusedInput& in = p.inputs[j];
     switch (in.mode) {
-      case FusedAccess::kSame: load_run<W>(in.data + i, v); break;
-      case FusedAccess::kScalar: fill(v, __ldg(in.data)); break;
-      case FusedAccess::kRow: load_run<W>(in.data + mod_by(i, in.len, in.len_div), v); break;
-      default: fill(v, __ldg(in.data + mod_by(div_by(i, in.inner, in.inner_div), in.len, in.len_div))); break;
+      case FusedAccess::kSame: load_run<W>(values<T>(in) + i, v); break;
+      case FusedAccess::kScalar: fill(v, load_float(__ldg(values<T>(in)))); break;
+      case FusedAccess::kRow: load_run<W>(values<T>(in) + mod_by(i, in.len, in.len_div), v); break;
+      default:
+        fill(v, load_float(__ldg(values<T>(in) +
+                                 mod_by(div_by(i, in.inner, in.inner_div), in.len, in.len_div))));
+        break;
     }
   }
 };
 
 // One element with some input strided: the output coordinates are found once per
 // element and every strided input is addressed through them.
-template <typename Index>
+template <typename T, typename Index>
 struct StridedTile {
   const FusedProgram& p;
   Index i;
@@ -187,15 +232,15 @@ struct StridedTile {
   __device__ __forceinline__ void load(int j, float (&v)[1]) const {
     const FusedInput& in = p.inputs[j];
     if (in.mode == FusedAccess::kSame) {
-      v[0] = __ldg(in.data + i);
+      v[0] = load_float(__ldg(values<T>(in) + i));
     } else if (in.mode == FusedAccess::kScalar) {
-      v[0] = __ldg(in.data);
+      v[0] = load_float(__ldg(values<T>(in)));
     } else {
       Index off = 0;
 #pragma unroll
       for (int d = 0; d < kMaxRank; ++d)
         if (d < p.rank) off += coord[d] * static_cast<Index>(in.strides[d]);
-      v[0] = __ldg(in.data + off);
+      v[0] = load_float(__ldg(values<T>(in) + off));
     }
   }
 };
@@ -221,7 +266,7 @@ __device__ __forceinline__ void row_coords(const FusedProgram& p, int64_t row, i
 }
 
 // Elements j0 + w * step (w < W) of one softmax row; those past the row's end read 0.
-template <int W>
+template <typename T, int W>
 struct RowTile {
   const FusedProgram& p;
   const int64_t (&rc)[kMaxRank];
@@ -236,44 +281,39 @@ struct RowTile {
 #pragma unroll
     for (int w = 0; w < W; ++w) {
       int64_t jj = j0 + w * step;
-      v[w] = jj < len ? __ldg(in.data + base + jj * in.strides[0]) : 0.f;
+      v[w] = jj < len ? load_float(__ldg(values<T>(in) + base + jj * in.strides[0])) : 0.f;
     }
   }
 };
 
 // ---- kernels ---------------------------------------------------------------------------------
 
-template <int W, typename Index>
-__global__ void __launch_bounds__(kMaxThreads) fused_flat_kernel(FusedProgram p, float* y, Index tiles) {
+template <typename T, int W, typename Index>
+__global__ void __launch_bounds__(kMaxThreads) fused_flat_kernel(FusedProgram p, T* y, Index tiles) {
   for (Index t = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; t < tiles;
        t += static_cast<Index>(gridDim.x) * blockDim.x) {
     const Index i = t * W;
     float r[W];
-    run_program<W>(p, FlatTile<W, Index>{p, i}, r);
-    if constexpr (W == 4) {
-      *reinterpret_cast<float4*>(y + i) = make_float4(r[0], r[1], r[2], r[3]);
-    } else {
-#pragma unroll
-      for (int w = 0; w < W; ++w) y[i + w] = r[w];
-    }
+    run_program<W>(p, FlatTile<T, W, Index>{p, i}, r);
+    store_run<W>(y + i, r);
   }
 }
 
-template <typename Index>
-__global__ void __launch_bounds__(kMaxThreads) fused_strided_kernel(FusedProgram p, float* y, Index n) {
+template <typename T, typename Index>
+__global__ void __launch_bounds__(kMaxThreads) fused_strided_kernel(FusedProgram p, T* y, Index n) {
   for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
     float r[1];
-    run_program<1>(p, StridedTile<Index>(p, i), r);
-    y[i] = r[0];
+    run_program<1>(p, StridedTile<T, Index>(p, i), r);
+    y[i] = from_float<T>(r[0]);
   }
 }
 
 // Softmax rows of len <= 32 * kPerLane, one warp per row: lane l holds elements l, l + 32,
 // ..., computed once by the program, kept in registers through the max and the sum
 // (warp shuffles). Numerics as launch_softmax: subtract the row max, expf, times 1 / sum.
-template <int kPerLane>
-__global__ void fused_softmax_warp_kernel(FusedProgram p, float* y, int64_t rows) {
+template <typename T, int kPerLane>
+__global__ void fused_softmax_warp_kernel(FusedProgram p, T* y, int64_t rows) {
   constexpr int W = kPerLane < 4 ? kPerLane : 4;
   const int64_t len = p.dims[0];
   const int lane = threadIdx.x % 32;
@@ -286,7 +326,7 @@ __global__ void fused_softmax_warp_kernel(FusedProgram p, float* y, int64_t rows
     for (int t = 0; t < kPerLane; t += W) {
       float r[W];
       fill(r, 0.f);
-      if (lane + 32 * t < len) run_program<W>(p, RowTile<W>{p, rc, lane + 32 * t, 32, len}, r);
+      if (lane + 32 * t < len) run_program<W>(p, RowTile<T, W>{p, rc, lane + 32 * t, 32, len}, r);
 #pragma unroll
       for (int w = 0; w < W; ++w) v[t + w] = r[w];
     }
@@ -304,17 +344,18 @@ __global__ void fused_softmax_warp_kernel(FusedProgram p, float* y, int64_t rows
       }
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     const float inv = 1.f / s;
-    float* yr = y + row * len;
+    T* yr = y + row * len;
 #pragma unroll
     for (int t = 0; t < kPerLane; ++t)
-      if (lane + 32 * t < len) yr[lane + 32 * t] = v[t] * inv;
+      if (lane + 32 * t < len) yr[lane + 32 * t] = from_float<T>(v[t] * inv);
   }
 }
 
 // Softmax rows longer than a warp holds, one block per row, in three passes (max, sum of
 // exponentials, output) that each evaluate the program again: the chain's values are
 // never stored, and the inputs are re-read from L2.
-__global__ void fused_softmax_block_kernel(FusedProgram p, float* y, int64_t rows) {
+template <typename T>
+__global__ void fused_softmax_block_kernel(FusedProgram p, T* y, int64_t rows) {
   constexpr int W = 4;
   __shared__ float shared[32];
   const int64_t len = p.dims[0], step = blockDim.x;
@@ -324,7 +365,7 @@ __global__ void fused_softmax_block_kernel(FusedProgram p, float* y, int64_t row
     float m = -FLT_MAX;
     for (int64_t j = threadIdx.x; j < len; j += W * step) {
       float r[W];
-      run_program<W>(p, RowTile<W>{p, rc, j, step, len}, r);
+      run_program<W>(p, RowTile<T, W>{p, rc, j, step, len}, r);
 #pragma unroll
       for (int w = 0; w < W; ++w)
         if (j + w * step < len) m = fmaxf(m, r[w]);
@@ -333,63 +374,68 @@ __global__ void fused_softmax_block_kernel(FusedProgram p, float* y, int64_t row
     float s = 0.f;
     for (int64_t j = threadIdx.x; j < len; j += W * step) {
       float r[W];
-      run_program<W>(p, RowTile<W>{p, rc, j, step, len}, r);
+      run_program<W>(p, RowTile<T, W>{p, rc, j, step, len}, r);
 #pragma unroll
       for (int w = 0; w < W; ++w)
         if (j + w * step < len) s += expf(r[w] - m);
     }
     const float inv = 1.f / block_sum(s, shared);
-    float* yr = y + row * len;
+    T* yr = y + row * len;
     for (int64_t j = threadIdx.x; j < len; j += W * step) {
       float r[W];
-      run_program<W>(p, RowTile<W>{p, rc, j, step, len}, r);
+      run_program<W>(p, RowTile<T, W>{p, rc, j, step, len}, r);
 #pragma unroll
       for (int w = 0; w < W; ++w)
-        if (j + w * step < len) yr[j + w * step] = expf(r[w] - m) * inv;
+        if (j + w * step < len) yr[j + w * step] = from_float<T>(expf(r[w] - m) * inv);
     }
   }
 }
 
-template <typename Index>
-void launch_elementwise(const FusedProgram& p, float* y, cudaStream_t s) {
+template <typename Index, typename T>
+void launch_elementwise(const FusedProgram& p, T* y, cudaStream_t s) {
   const int threads = threads_per_block();
   const Index n = static_cast<Index>(p.n);
   if (p.strided) {
-    fused_strided_kernel<Index><<<grid_for(p.n), threads, 0, s>>>(p, y, n);
+    fused_strided_kernel<T, Index><<<grid_for(p.n), threads, 0, s>>>(p, y, n);
   } else if (p.vector4) {
-    fused_flat_kernel<4, Index><<<grid_for(p.n / 4), threads, 0, s>>>(p, y, n / 4);
+    fused_flat_kernel<T, 4, Index><<<grid_for(p.n / 4), threads, 0, s>>>(p, y, n / 4);
   } else {
-    fused_flat_kernel<1, Index><<<grid_for(p.n), threads, 0, s>>>(p, y, n);
+    fused_flat_kernel<T, 1, Index><<<grid_for(p.n), threads, 0, s>>>(p, y, n);
   }
 }
 
-void launch_softmax_rows(const FusedProgram& p, float* y, cudaStream_t s) {
+template <typename T>
+void launch_softmax_rows(const FusedProgram& p, T* y, cudaStream_t s) {
   LaunchScope capped(std::min(threads_per_block(), kMaxSoftmaxThreads), 0);  // grid_for sees the cap
   const int threads = threads_per_block();
   const int64_t len = p.dims[0], rows = p.n / len;
   if (len > 1024) {
-    fused_softmax_block_kernel<<<grid_for(rows * threads), threads, 0, s>>>(p, y, rows);
+    fused_softmax_block_kernel<T><<<grid_for(rows * threads), threads, 0, s>>>(p, y, rows);
     return;
   }
   // One warp per row; grid_for counts threads, so a plan's items per thread becomes rows
   // per warp.
   const unsigned grid = grid_for(rows * 32);
   auto go = [&](auto kernel) { kernel<<<grid, threads, 0, s>>>(p, y, rows); };
-  if (len <= 32) go(fused_softmax_warp_kernel<1>);
-  else if (len <= 64) go(fused_softmax_warp_kernel<2>);
-  else if (len <= 128) go(fused_softmax_warp_kernel<4>);
-  else if (len <= 256) go(fused_softmax_warp_kernel<8>);
-  else if (len <= 512) go(fused_softmax_warp_kernel<16>);
-  else go(fused_softmax_warp_kernel<32>);
+  if (len <= 32) go(fused_softmax_warp_kernel<T, 1>);
+  else if (len <= 64) go(fused_softmax_warp_kernel<T, 2>);
+  else if (len <= 128) go(fused_softmax_warp_kernel<T, 4>);
+  else if (len <= 256) go(fused_softmax_warp_kernel<T, 8>);
+  else if (len <= 512) go(fused_softmax_warp_kernel<T, 16>);
+  else go(fused_softmax_warp_kernel<T, 32>);
 }
 
 }  // namespace
 
-void launch_fused_chain(const FusedProgram& p, float* y, cudaStream_t s) {
+void launch_fused_chain(const FusedProgram& p, int dtype, void* y, cudaStream_t s) {
   if (p.n == 0) return;
-  if (p.softmax) launch_softmax_rows(p, y, s);
-  else if (p.index32) launch_elementwise<uint32_t>(p, y, s);
-  else launch_elementwise<int64_t>(p, y, s);
+  by_float_storage(dtype, [&](auto t) {
+    using T = decltype(t);
+    T* out = static_cast<T*>(y);
+    if (p.softmax) launch_softmax_rows(p, out, s);
+    else if (p.index32) launch_elementwise<uint32_t>(p, out, s);
+    else launch_elementwise<int64_t>(p, out, s);
+  });
   check_launch("fused element-wise kernel");
 }
 

@@ -3,12 +3,12 @@
 //
 // The chain arrives as a FusedProgram, passed by value as the kernel parameter (nothing
 // is uploaded per run). Each thread evaluates the program on a tile of W elements (W = 4
-// with float4 loads where every operand allows it, else 1): instruction k reads its
-// operands from the previous instruction's result (an accumulator), from an external
-// input loaded at that point, or from one of a few saved registers, and leaves its result
-// in the accumulator. elementwise_fusion.cc lowers the chain's SSA form to this
-// accumulator form (which results to keep, in which slot), so no value is ever indexed
-// dynamically: everything stays in registers.
+// with one vector load per operand where every operand allows it, else 1): instruction k
+// reads its operands from the previous instruction's result (an accumulator), from an
+// external input loaded at that point, or from one of a few saved registers, and leaves
+// its result in the accumulator. elementwise_fusion.cc lowers the chain's SSA form to
+// this accumulator form (which results to keep, in which slot), so no value is ever
+// indexed dynamically: everything stays in registers.
 //
 // Kept free of executor.h so that the .cu files stay light.
 #pragma once
@@ -106,7 +106,9 @@ struct FusedProgram {
   FastDivisor dims_div[kMaxRank];  // the same, for 32-bit indices
   int64_t n = 0;                   // output elements
   bool index32 = false;  // n and every input offset < 2^31: 32-bit index arithmetic
-  bool vector4 = false;  // float4 tiles: n % 4 == 0, output and inputs 16-byte aligned, no kStrided
+  // Tiles of 4 elements: n % 4 == 0, the output and every input aligned to 4 elements (16
+  // bytes for float, 8 for a 16-bit dtype; one vector load or store each), no kStrided.
+  bool vector4 = false;
   bool strided = false;  // some input is kStrided
   bool softmax = false;  // the output is softmax(result) over the last dim
   FusedInput inputs[kMaxChainInputs];
@@ -117,10 +119,11 @@ struct FusedProgram {
 static_assert(sizeof(FusedProgram) <= 4096, "FusedProgram exceeds the kernel parameter limit");
 
 // Evaluates `p` into y (contiguous, p.n values): inputs and output stored as `dtype`
-// (kFloat32, kFloat16 or kBFloat16; float_storage.cuh), arithmetic in float32. Element-wise (grid-stride, float4 tiles
-// where p.vector4), or softmax rows (one warp per row up to 1024 elements, else one block
-// per row). Launch geometry from launch_params() (launch.cuh), the softmax kernels capped
-// at 256 threads per block; enqueues on `s` only, never synchronises.
+// (kFloat32, kFloat16 or kBFloat16; float_storage.cuh), arithmetic in float32.
+// Element-wise (grid-stride, 4-element tiles where p.vector4), or softmax rows (one warp
+// per row up to 1024 elements, else one block per row). Launch geometry from
+// launch_params() (launch.cuh), the softmax kernels capped at 256 threads per block;
+// enqueues on `s` only, never synchronises.
 void launch_fused_chain(const FusedProgram& p, int dtype, void* y, cudaStream_t s);
 
 }  // namespace cuda

@@ -1,8 +1,11 @@
 // Normalisation and reduction kernels: Softmax, LayerNorm, ReduceMean/ReduceSum (and
 // GlobalAvgPool through it), and the pooling fallback for cases cuDNN cannot express.
+// Kernels are templated on the storage type T of float tensors (float_storage.cuh) and
+// accumulate in float.
 #include <cfloat>
 
 #include "common.h"
+#include "float_storage.cuh"
 #include "kernels.h"
 #include "launch.cuh"
 
@@ -13,33 +16,35 @@ namespace {
 constexpr int kRowThreads = 256;
 
 // One block per row of n contiguous elements.
-__global__ void softmax_rows_kernel(const float* x, float* y, int64_t n) {
+template <typename T>
+__global__ void softmax_rows_kernel(const T* x, T* y, int64_t n) {
   __shared__ float shared[32];
-  const float* xr = x + blockIdx.x * n;
-  float* yr = y + blockIdx.x * n;
+  const T* xr = x + blockIdx.x * n;
+  T* yr = y + blockIdx.x * n;
   float m = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, xr[j]);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, load_float(xr[j]));
   m = block_max(m, shared);
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(xr[j] - m);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(load_float(xr[j]) - m);
   s = block_sum(s, shared);
   float inv = 1.f / s;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = expf(xr[j] - m) * inv;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = from_float<T>(expf(load_float(xr[j]) - m) * inv);
 }
 
 // One thread per (outer, inner) column when the softmax axis is not the last.
-__global__ void softmax_cols_kernel(const float* x, float* y, int64_t outer, int64_t n, int64_t inner) {
+template <typename T>
+__global__ void softmax_cols_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   int64_t cols = outer * inner;
   for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < cols; c += (int64_t)gridDim.x * blockDim.x) {
     int64_t o = c / inner, in = c % inner;
-    const float* xc = x + o * n * inner + in;
-    float* yc = y + o * n * inner + in;
+    const T* xc = x + o * n * inner + in;
+    T* yc = y + o * n * inner + in;
     float m = -FLT_MAX;
-    for (int64_t j = 0; j < n; ++j) m = fmaxf(m, xc[j * inner]);
+    for (int64_t j = 0; j < n; ++j) m = fmaxf(m, load_float(xc[j * inner]));
     float s = 0.f;
-    for (int64_t j = 0; j < n; ++j) s += expf(xc[j * inner] - m);
+    for (int64_t j = 0; j < n; ++j) s += expf(load_float(xc[j * inner]) - m);
     float inv = 1.f / s;
-    for (int64_t j = 0; j < n; ++j) yc[j * inner] = expf(xc[j * inner] - m) * inv;
+    for (int64_t j = 0; j < n; ++j) yc[j * inner] = from_float<T>(expf(load_float(xc[j * inner]) - m) * inv);
   }
 }
 
@@ -54,29 +59,31 @@ __device__ inline int64_t param_offset(const ParamIndex& p, int64_t j) {
   return off;
 }
 
-__global__ void layernorm_kernel(const float* x, const float* scale, const float* bias, float* y, int64_t n,
-                                 ParamIndex si, ParamIndex bi, float eps) {
+template <typename T>
+__global__ void layernorm_kernel(const T* x, const T* scale, const T* bias, T* y, int64_t n, ParamIndex si,
+                                 ParamIndex bi, float eps) {
   __shared__ float shared[32];
-  const float* xr = x + blockIdx.x * n;
-  float* yr = y + blockIdx.x * n;
+  const T* xr = x + blockIdx.x * n;
+  T* yr = y + blockIdx.x * n;
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += load_float(xr[j]);
   float mean = block_sum(s, shared) / static_cast<float>(n);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    float d = xr[j] - mean;
+    float d = load_float(xr[j]) - mean;
     v += d * d;
   }
   float rstd = rsqrtf(block_sum(v, shared) / static_cast<float>(n) + eps);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    float out = (xr[j] - mean) * rstd * scale[param_offset(si, j)];
-    if (bias) out += bias[param_offset(bi, j)];
-    yr[j] = out;
+    float out = (load_float(xr[j]) - mean) * rstd * load_float(scale[param_offset(si, j)]);
+    if (bias) out += load_float(bias[param_offset(bi, j)]);
+    yr[j] = from_float<T>(out);
   }
 }
 
 // One block per output element; threads stride over the reduced elements.
-__global__ void reduce_kernel(const float* x, float* y, ReduceIndex idx, int64_t n_red, float factor) {
+template <typename T>
+__global__ void reduce_kernel(const T* x, T* y, ReduceIndex idx, int64_t n_red, float factor) {
   __shared__ float shared[32];
   int64_t o = blockIdx.x, base = 0;
   for (int d = idx.kept_rank - 1; d >= 0; --d) {
@@ -90,19 +97,30 @@ __global__ void reduce_kernel(const float* x, float* y, ReduceIndex idx, int64_t
       off += (rest % idx.red_dims[d]) * idx.red_strides[d];
       rest /= idx.red_dims[d];
     }
-    s += x[off];
+    s += load_float(x[off]);
   }
   s = block_sum(s, shared);
-  if (threadIdx.x == 0) y[blockIdx.x] = s * factor;
+  if (threadIdx.x == 0) y[blockIdx.x] = from_float<T>(s * factor);
 }
 
-__global__ void pool_kernel(const float* x, float* y, PoolParams p) {
+// Start value of max pooling: the lowest finite value of T, so that a window covering only
+// padding stores a finite value in 16 bits as it does in float32 (-FLT_MAX would round to
+// -inf). Any other window's maximum is a stored input either way.
+template <typename T>
+__device__ inline float lowest_finite() { return -FLT_MAX; }
+template <>
+__device__ inline float lowest_finite<__half>() { return -load_float(CUDART_MAX_NORMAL_FP16); }
+template <>
+__device__ inline float lowest_finite<__nv_bfloat16>() { return -load_float(CUDART_MAX_NORMAL_BF16); }
+
+template <typename T>
+__global__ void pool_kernel(const T* x, T* y, PoolParams p) {
   int64_t total = p.n * p.c * p.oh * p.ow;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, nc = i / (p.ow * p.oh);
-    const float* xp = x + nc * p.h * p.w;
+    const T* xp = x + nc * p.h * p.w;
     int64_t y0 = oy * p.sh - p.pt, x0 = ox * p.sw - p.pl;
-    float acc = p.max ? -FLT_MAX : 0.f;
+    float acc = p.max ? lowest_finite<T>() : 0.f;
     int64_t count = 0, padded = 0;
     for (int ky = 0; ky < p.kh; ++ky) {
       int64_t yy = y0 + ky;
@@ -114,7 +132,7 @@ __global__ void pool_kernel(const float* x, float* y, PoolParams p) {
           padded += in_padded ? 1 : 0;
           continue;
         }
-        float v = xp[yy * p.w + xx];
+        float v = load_float(xp[yy * p.w + xx]);
         acc = p.max ? fmaxf(acc, v) : acc + v;
         ++count;
       }
@@ -123,44 +141,62 @@ __global__ void pool_kernel(const float* x, float* y, PoolParams p) {
       int64_t div = p.count_include_pad ? count + padded : count;
       acc = div > 0 ? acc / static_cast<float>(div) : 0.f;
     }
-    y[i] = acc;
+    y[i] = from_float<T>(acc);
   }
 }
 
 }  // namespace
 
-void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+void launch_softmax(int dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
   if (outer * n * inner == 0) return;
-  if (inner == 1) {
-    int threads = n >= kRowThreads ? kRowThreads : ((static_cast<int>(n) + 31) / 32) * 32;
-    softmax_rows_kernel<<<static_cast<unsigned>(outer), threads, 0, s>>>(x, y, n);
-  } else {
-    softmax_cols_kernel<<<grid_for(outer * inner), threads_per_block(), 0, s>>>(x, y, outer, n, inner);
-  }
+  by_float_storage(dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    if (inner == 1) {
+      int threads = n >= kRowThreads ? kRowThreads : ((static_cast<int>(n) + 31) / 32) * 32;
+      softmax_rows_kernel<T><<<static_cast<unsigned>(outer), threads, 0, s>>>(xt, yt, n);
+    } else {
+      softmax_cols_kernel<T><<<grid_for(outer * inner), threads_per_block(), 0, s>>>(xt, yt, outer, n, inner);
+    }
+  });
   check_launch("softmax kernel");
 }
 
-void launch_layernorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t n,
-                      const ParamIndex& scale_idx, const ParamIndex& bias_idx, float eps, cudaStream_t s) {
+void launch_layernorm(int dtype, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
+                      int64_t n, const ParamIndex& scale_idx, const ParamIndex& bias_idx, float eps,
+                      cudaStream_t s) {
   if (rows * n == 0) return;
   int threads = n >= kRowThreads ? kRowThreads : ((static_cast<int>(n) + 31) / 32) * 32;
-  layernorm_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(x, scale, bias, y, n, scale_idx, bias_idx, eps);
+  by_float_storage(dtype, [&](auto t) {
+    using T = decltype(t);
+    layernorm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), n,
+        scale_idx, bias_idx, eps);
+  });
   check_launch("layer norm kernel");
 }
 
-void launch_reduce(const float* x, float* y, const ReduceIndex& idx, int64_t n_out, int64_t n_red, bool mean,
+void launch_reduce(int dtype, const void* x, void* y, const ReduceIndex& idx, int64_t n_out, int64_t n_red, bool mean,
                    cudaStream_t s) {
   if (n_out == 0) return;
   int threads = n_red >= kRowThreads ? kRowThreads : std::max(32, static_cast<int>((n_red + 31) / 32) * 32);
   float factor = mean && n_red > 0 ? 1.f / static_cast<float>(n_red) : 1.f;
-  reduce_kernel<<<static_cast<unsigned>(n_out), threads, 0, s>>>(x, y, idx, n_red, factor);
+  by_float_storage(dtype, [&](auto t) {
+    using T = decltype(t);
+    reduce_kernel<T><<<static_cast<unsigned>(n_out), threads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), idx,
+                                                                      n_red, factor);
+  });
   check_launch("reduce kernel");
 }
 
-void launch_pool(const float* x, float* y, const PoolParams& p, cudaStream_t s) {
+void launch_pool(int dtype, const void* x, void* y, const PoolParams& p, cudaStream_t s) {
   int64_t total = p.n * p.c * p.oh * p.ow;
   if (total == 0) return;
-  pool_kernel<<<grid_for(total), threads_per_block(), 0, s>>>(x, y, p);
+  by_float_storage(dtype, [&](auto t) {
+    using T = decltype(t);
+    pool_kernel<T><<<grid_for(total), threads_per_block(), 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), p);
+  });
   check_launch("pool kernel");
 }
 

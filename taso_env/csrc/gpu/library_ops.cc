@@ -5,11 +5,28 @@
 #include <algorithm>
 
 #include "library_util.h"
+#include "taso/types.h"
 
 namespace taso {
 namespace cuda {
+namespace {
 
-PoolOp::PoolOp(const PoolConfig& cfg) {
+// cuBLAS's type of the stored matrices, and the compute type: float accumulation, TF32
+// tensor cores in tf32 only.
+cudaDataType_t cublas_storage_type(MathMode math) {
+  switch (math) {
+    case MathMode::kFP16: return CUDA_R_16F;
+    case MathMode::kBF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+cublasComputeType_t cublas_compute_type(MathMode math) {
+  return math == MathMode::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+}  // namespace
+
+PoolOp::PoolOp(const PoolConfig& cfg) : dtype_(float_storage(cfg.math)) {
   params_.n = cfg.x[0];
   params_.c = cfg.x[1];
   params_.h = cfg.x[2];
@@ -38,11 +55,11 @@ PoolOp::PoolOp(const PoolConfig& cfg) {
                                                              : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING);
   RLFLOW_CUDNN(cudnnSetPooling2dDescriptor(desc_, mode, CUDNN_NOT_PROPAGATE_NAN, params_.kh, params_.kw, params_.pt,
                                            params_.pl, params_.sh, params_.sw));
-  set_nchw(x_desc_, cfg.x);
+  set_nchw(x_desc_, cfg.x, cfg.math);
   int n, c, h, w;
   RLFLOW_CUDNN(cudnnGetPooling2dForwardOutputDim(desc_, x_desc_, &n, &c, &h, &w));
   if (h != cfg.y[2] || w != cfg.y[3]) return;  // ceil_mode: our kernel
-  set_nchw(y_desc_, cfg.y);
+  set_nchw(y_desc_, cfg.y, cfg.math);
   cudnn_ = true;
 }
 
@@ -52,9 +69,9 @@ PoolOp::~PoolOp() {
   if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
 }
 
-void PoolOp::run(const float* x, float* y, cudaStream_t s) const {
+void PoolOp::run(const void* x, void* y, cudaStream_t s) const {
   if (!cudnn_) {
-    launch_pool(x, y, params_, s);
+    launch_pool(dtype_, x, y, params_, s);
     return;
   }
   Context& ctx = context();
@@ -63,16 +80,17 @@ void PoolOp::run(const float* x, float* y, cudaStream_t s) const {
   RLFLOW_CUDNN(cudnnPoolingForward(ctx.cudnn, desc_, &one, x_desc_, x, &zero, y_desc_, y));
 }
 
-BatchNormOp::BatchNormOp(const std::vector<int64_t>& x, double eps) : eps_(eps) {
+BatchNormOp::BatchNormOp(const std::vector<int64_t>& x, double eps, MathMode math)
+    : dtype_(float_storage(math)), eps_(eps) {
   total_ = prod(x);
   channels_ = x.size() > 1 ? x[1] : 1;
   inner_ = prod(x, 2);
-  if (x.size() < 2 || eps < CUDNN_BN_MIN_EPSILON || x[0] > INT32_MAX || channels_ > INT32_MAX || inner_ > INT32_MAX)
+  if (dtype_ != kFloat32 || x.size() < 2 || eps < CUDNN_BN_MIN_EPSILON || x[0] > INT32_MAX || channels_ > INT32_MAX || inner_ > INT32_MAX)
     return;
   context();
   RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&x_desc_));
   RLFLOW_CUDNN(cudnnCreateTensorDescriptor(&p_desc_));
-  set_nchw(x_desc_, {x[0], channels_, inner_, 1});
+  set_nchw(x_desc_, {x[0], channels_, inner_, 1}, math);
   RLFLOW_CUDNN(cudnnDeriveBNTensorDescriptor(p_desc_, x_desc_, CUDNN_BATCHNORM_SPATIAL));
   cudnn_ = true;
 }
@@ -82,10 +100,10 @@ BatchNormOp::~BatchNormOp() {
   if (p_desc_) cudnnDestroyTensorDescriptor(p_desc_);
 }
 
-void BatchNormOp::run(const float* x, const float* scale, const float* bias, const float* mean, const float* var,
-                      float* y, cudaStream_t s) const {
+void BatchNormOp::run(const void* x, const void* scale, const void* bias, const void* mean, const void* var, void* y,
+                      cudaStream_t s) const {
   if (!cudnn_) {
-    launch_batchnorm(x, scale, bias, mean, var, y, total_, channels_, inner_, static_cast<float>(eps_), s);
+    launch_batchnorm(dtype_, x, scale, bias, mean, var, y, total_, channels_, inner_, static_cast<float>(eps_), s);
     return;
   }
   Context& ctx = context();
@@ -96,8 +114,8 @@ void BatchNormOp::run(const float* x, const float* scale, const float* bias, con
 }
 
 MatMulOp::MatMulOp(const std::vector<int64_t>& a_in, const std::vector<int64_t>& b_in,
-                   const std::vector<int64_t>& y, int activation, MathMode math, const float* a_ptr,
-                   const float* b_ptr, float* y_ptr)
+                   const std::vector<int64_t>& y, int activation, MathMode math, const void* a_ptr,
+                   const void* b_ptr, void* y_ptr)
     : activation_(activation), math_(math), a_(a_ptr), b_(b_ptr), y_(y_ptr) {
   std::vector<int64_t> a = a_in, b = b_in;
   if (a.size() == 1) a.insert(a.begin(), 1);
@@ -122,7 +140,9 @@ MatMulOp::MatMulOp(const std::vector<int64_t>& a_in, const std::vector<int64_t>&
     stride_b_ = b_batch == 1 ? 0 : k_ * n_;
   } else {  // general broadcast: one pointer triple per output batch
     mode_ = kPointers;
-    std::vector<const float*> host(3 * batch_);
+    const size_t esize = dtype_size(float_storage(math));
+    auto at = [&](const void* base, int64_t elements) { return static_cast<const char*>(base) + elements * esize; };
+    std::vector<const void*> host(3 * batch_);
     for (int64_t i = 0; i < batch_; ++i) {
       int64_t rest = i, ia = 0, ib = 0, sa = 1, sb = 1;
       for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
@@ -133,12 +153,12 @@ MatMulOp::MatMulOp(const std::vector<int64_t>& a_in, const std::vector<int64_t>&
         sa *= ab[d];
         sb *= bb[d];
       }
-      host[i] = a_ + ia * m_ * k_;
-      host[batch_ + i] = b_ + ib * k_ * n_;
-      host[2 * batch_ + i] = y_ + i * m_ * n_;
+      host[i] = at(a_, ia * m_ * k_);
+      host[batch_ + i] = at(b_, ib * k_ * n_);
+      host[2 * batch_ + i] = at(y_, i * m_ * n_);
     }
-    pointers_ = DeviceBuffer(host.size() * sizeof(float*));
-    RLFLOW_CUDA(cudaMemcpy(pointers_.get(), host.data(), host.size() * sizeof(float*), cudaMemcpyHostToDevice));
+    pointers_ = DeviceBuffer(host.size() * sizeof(void*));
+    RLFLOW_CUDA(cudaMemcpy(pointers_.get(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
   }
   (void)y;
 }
@@ -149,18 +169,22 @@ void MatMulOp::run(cudaStream_t s) const {
   set_cublas_math(math_);
   float one = 1.f, zero = 0.f;
   int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
+  const cudaDataType_t t = cublas_storage_type(math_);
   // Row-major C = A B is column-major C^T = B^T A^T.
   if (mode_ == kSingle) {
-    RLFLOW_CUBLAS(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b_, n, a_, k, &zero, y_, n));
+    RLFLOW_CUBLAS(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b_, t, n, a_, t, k, &zero, y_, t, n,
+                               cublas_compute_type(math_), CUBLAS_GEMM_DEFAULT));
   } else if (mode_ == kStrided) {
-    RLFLOW_CUBLAS(cublasSgemmStridedBatched(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b_, n, stride_b_,
-                                            a_, k, stride_a_, &zero, y_, n, m_ * n_, static_cast<int>(batch_)));
+    RLFLOW_CUBLAS(cublasGemmStridedBatchedEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b_, t, n, stride_b_,
+                                             a_, t, k, stride_a_, &zero, y_, t, n, m_ * n_, static_cast<int>(batch_),
+                                             cublas_compute_type(math_), CUBLAS_GEMM_DEFAULT));
   } else {
-    const float* const* p = pointers_.as<const float* const>();
-    RLFLOW_CUBLAS(cublasSgemmBatched(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, p + batch_, n, p, k, &zero,
-                                     const_cast<float* const*>(p + 2 * batch_), n, static_cast<int>(batch_)));
+    const void* const* p = pointers_.as<const void* const>();
+    RLFLOW_CUBLAS(cublasGemmBatchedEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, p + batch_, t, n, p, t, k,
+                                      &zero, const_cast<void* const*>(p + 2 * batch_), t, n, static_cast<int>(batch_),
+                                      cublas_compute_type(math_), CUBLAS_GEMM_DEFAULT));
   }
-  launch_bias_activation(y_, nullptr, nullptr, batch_ * m_ * n_, 1, 1, activation_, s);
+  launch_bias_activation(float_storage(math_), y_, nullptr, nullptr, batch_ * m_ * n_, 1, 1, activation_, s);
 }
 
 GemmOp::GemmOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>* c,
@@ -172,18 +196,20 @@ GemmOp::GemmOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, con
   if (c) c_idx_ = make_broadcast({m_, n_}, {*c});
 }
 
-void GemmOp::run(const float* a, const float* b, const float* c, float* y, cudaStream_t s) const {
+void GemmOp::run(const void* a, const void* b, const void* c, void* y, cudaStream_t s) const {
   Context& ctx = context();
   RLFLOW_CUBLAS(cublasSetStream(ctx.cublas, s));
   set_cublas_math(math_);
   float beta = 0.f;
   if (has_c_) {
-    launch_broadcast_copy(c, y, sizeof(float), c_idx_, m_ * n_, s);
+    launch_broadcast_copy(c, y, dtype_size(float_storage(math_)), c_idx_, m_ * n_, s);
     beta = beta_;
   }
   int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
-  RLFLOW_CUBLAS(cublasSgemm(ctx.cublas, tb_ ? CUBLAS_OP_T : CUBLAS_OP_N, ta_ ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                            &alpha_, b, tb_ ? k : n, a, ta_ ? m : k, &beta, y, n));
+  const cudaDataType_t t = cublas_storage_type(math_);
+  RLFLOW_CUBLAS(cublasGemmEx(ctx.cublas, tb_ ? CUBLAS_OP_T : CUBLAS_OP_N, ta_ ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                             &alpha_, b, t, tb_ ? k : n, a, t, ta_ ? m : k, &beta, y, t, n, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace cuda

@@ -60,12 +60,13 @@ class ConvOp {
   size_t scratch_bytes() const { return scratch_bytes_; }
   const ConvAlgo& algo() const { return algo_; }
   // residual: z of ConvConfig::residual (else null).
-  void run(const float* x, const float* w, const float* bias, const float* residual, float* y, void* workspace,
+  // Tensors stored as float_storage(cfg.math).
+  void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* workspace,
            void* scratch, cudaStream_t s) const;
 
  private:
-  cudnnStatus_t enqueue(const ConvAlgo& a, const float* xin, const float* w, const float* bias, const float* z,
-                        float* y, void* workspace, cudaStream_t s) const;
+  cudnnStatus_t enqueue(const ConvAlgo& a, const void* xin, const void* w, const void* bias, const void* z,
+                        void* y, void* workspace, cudaStream_t s) const;
   ConvAlgo tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* timings = nullptr);
   ConvAlgo heuristic();
   ConvAlgo forced_choice() const;
@@ -89,6 +90,7 @@ struct PoolConfig {
   std::vector<int64_t> x, y;
   std::vector<int64_t> kernel, strides{1, 1}, pads{0, 0, 0, 0};
   bool max = true, count_include_pad = false;
+  MathMode math = MathMode::kFP32;  // tensors stored as float_storage(math)
 };
 
 // cuDNN pooling where it expresses the op (symmetric pads, matching output size),
@@ -100,41 +102,44 @@ class PoolOp {
   PoolOp(const PoolOp&) = delete;
   PoolOp& operator=(const PoolOp&) = delete;
   bool uses_cudnn() const { return cudnn_; }
-  void run(const float* x, float* y, cudaStream_t s) const;
+  void run(const void* x, void* y, cudaStream_t s) const;
 
  private:
   bool cudnn_ = false;
+  int dtype_ = kFloat32;
   PoolParams params_;
   cudnnPoolingDescriptor_t desc_ = nullptr;
   cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
 };
 
-// Inference batch norm of [N, C, ...] float32: cuDNN (spatial) for eps >= its minimum,
-// else the backend's kernel.
+// Inference batch norm of [N, C, ...] float32: cuDNN (spatial) for eps >= its minimum in
+// fp32 / tf32, else the backend's kernel (16-bit modes: cuDNN wants float parameters,
+// ours are stored 16-bit).
 class BatchNormOp {
  public:
-  BatchNormOp(const std::vector<int64_t>& x, double eps);
+  BatchNormOp(const std::vector<int64_t>& x, double eps, MathMode math);
   ~BatchNormOp();
   BatchNormOp(const BatchNormOp&) = delete;
   BatchNormOp& operator=(const BatchNormOp&) = delete;
-  void run(const float* x, const float* scale, const float* bias, const float* mean, const float* var, float* y,
+  void run(const void* x, const void* scale, const void* bias, const void* mean, const void* var, void* y,
            cudaStream_t s) const;
 
  private:
   bool cudnn_ = false;
+  int dtype_ = kFloat32;
   int64_t total_ = 0, channels_ = 0, inner_ = 0;
   double eps_;
   cudnnTensorDescriptor_t x_desc_ = nullptr, p_desc_ = nullptr;
 };
 
-// np.matmul of float32 a [..., M, K] and b [..., K, N] (rank-1 operands promoted as
+// np.matmul of float32 a [..., M, K] and b [..., K, N] (stored as float_storage(math)) (rank-1 operands promoted as
 // numpy does; batch dims broadcast), then the fused activation. One GEMM when b has
 // no batch, strided-batched when each operand is fully batched or not at all, pointer
 // arrays otherwise. Pointers are bound at construction (buffers never move).
 class MatMulOp {
  public:
   MatMulOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& y,
-           int activation, MathMode math, const float* a_ptr, const float* b_ptr, float* y_ptr);
+           int activation, MathMode math, const void* a_ptr, const void* b_ptr, void* y_ptr);
   void run(cudaStream_t s) const;
 
  private:
@@ -142,18 +147,19 @@ class MatMulOp {
   int64_t m_ = 0, n_ = 0, k_ = 0, batch_ = 1, stride_a_ = 0, stride_b_ = 0;
   int activation_ = 0;
   MathMode math_;
-  const float* a_;
-  const float* b_;
-  float* y_;
+  const void* a_;
+  const void* b_;
+  void* y_;
   DeviceBuffer pointers_;  // [A..., B..., C...] for kPointers
 };
 
-// ONNX Gemm: alpha * op(a) @ op(b) + beta * c (c broadcast to [M, N]).
+// ONNX Gemm: alpha * op(a) @ op(b) + beta * c (c broadcast to [M, N]), stored as
+// float_storage(math).
 class GemmOp {
  public:
   GemmOp(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>* c,
          bool trans_a, bool trans_b, float alpha, float beta, MathMode math);
-  void run(const float* a, const float* b, const float* c, float* y, cudaStream_t s) const;
+  void run(const void* a, const void* b, const void* c, void* y, cudaStream_t s) const;
 
  private:
   int64_t m_ = 0, n_ = 0, k_ = 0;

@@ -17,8 +17,17 @@ inline std::string dims_str(const std::vector<int64_t>& v) {
   return out;
 }
 
-inline void set_nchw(cudnnTensorDescriptor_t d, const std::vector<int64_t>& s) {
-  RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(s[0]),
+// cuDNN's type of the stored float tensors in `math` (common.h: float_storage).
+inline cudnnDataType_t cudnn_storage_type(MathMode math) {
+  switch (math) {
+    case MathMode::kFP16: return CUDNN_DATA_HALF;
+    case MathMode::kBF16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+inline void set_nchw(cudnnTensorDescriptor_t d, const std::vector<int64_t>& s, MathMode math) {
+  RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_storage_type(math), static_cast<int>(s[0]),
                                           static_cast<int>(s[1]), static_cast<int>(s[2]), static_cast<int>(s[3])));
 }
 

@@ -73,7 +73,7 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
 
 std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::vector<std::string>* skipped) {
   std::vector<char> constant = constant_ops(graph);
-  AnalyticCostModel analytic(device_profile(math == MathMode::kTF32 ? "h100-tf32" : "h100"));
+  AnalyticCostModel analytic(device_profile(math == MathMode::kFP32 ? "h100" : "h100-tf32"));  // tensor cores
   std::vector<OpCost> out;
   std::set<std::string> seen;
   for (int id = 0; id < graph.num_ops(); ++id) {

@@ -1,5 +1,8 @@
 // Compiles each op type of docs/operators.md into a GPU step (library_ops for
 // convolutions, pooling, batch norm and GEMMs; kernels.h for the rest).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -54,6 +57,8 @@ uint64_t value_bits(int dtype, double value) {
   auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof v); };
   switch (dtype) {
     case kFloat32: put(static_cast<float>(value)); break;
+    case kFloat16: put(__float2half_rn(static_cast<float>(value))); break;
+    case kBFloat16: put(__float2bfloat16_rn(static_cast<float>(value))); break;
     case kFloat64: put(value); break;
     case kInt32: put(static_cast<int32_t>(value)); break;
     case kInt64: put(static_cast<int64_t>(value)); break;
@@ -88,17 +93,14 @@ Step compile_conv(const Graph& graph, int op_id, const std::vector<void*>& x, vo
   chosen.fuse = residual != nullptr || activation != static_cast<int>(op.attrs.get_int("activation")) ? 1 : 0;
   res.workspace_bytes = std::max(res.workspace_bytes, conv->workspace_bytes());
   res.scratch_bytes = std::max(res.scratch_bytes, conv->scratch_bytes());
-  const float* xp = static_cast<const float*>(x[0]);
-  const float* wp = static_cast<const float*>(x[1]);
-  const float* bp = cfg.bias ? static_cast<const float*>(x[2]) : nullptr;
-  const float* zp = static_cast<const float*>(residual);
-  float* yp = static_cast<float*>(y);
+  const void *xp = x[0], *wp = x[1], *bp = cfg.bias ? x[2] : nullptr, *zp = residual;
+  void* yp = y;
   StepResources* r = &res;
   return [=](cudaStream_t s) { conv->run(xp, wp, bp, zp, yp, r->workspace.get(), r->scratch.get(), s); };
 }
 
 Step compile_pool(const Op& op, const std::vector<TensorType>& in, const std::vector<void*>& x,
-                  const std::vector<void*>& y) {
+                  const std::vector<void*>& y, MathMode math) {
   require_float32(op, in, 1);
   PoolConfig cfg;
   cfg.x = in[0].shape;
@@ -108,14 +110,15 @@ Step compile_pool(const Op& op, const std::vector<TensorType>& in, const std::ve
   cfg.pads = op.attrs.get_ints("pads");
   cfg.max = op.type == OpType::kMaxPool2D;
   cfg.count_include_pad = !cfg.max && op.attrs.get_int("count_include_pad") != 0;
+  cfg.math = math;
   auto pool = std::make_shared<PoolOp>(cfg);
-  const float* xp = static_cast<const float*>(x[0]);
-  float* yp = static_cast<float*>(y[0]);
+  const void* xp = x[0];
+  void* yp = y[0];
   return [=](cudaStream_t s) { pool->run(xp, yp, s); };
 }
 
 Step compile_reduce(const Op& op, const std::vector<TensorType>& in, const std::vector<int64_t>& axes,
-                    bool mean, const std::vector<void*>& x, const std::vector<void*>& y) {
+                    bool mean, const std::vector<void*>& x, const std::vector<void*>& y, int dtype) {
   require_float32(op, in, 1);
   const auto& shape = in[0].shape;
   check_rank(op, shape);
@@ -134,9 +137,9 @@ Step compile_reduce(const Op& op, const std::vector<TensorType>& in, const std::
       n_out *= shape[d];
     }
   }
-  const float* xp = static_cast<const float*>(x[0]);
-  float* yp = static_cast<float*>(y[0]);
-  return [=](cudaStream_t s) { launch_reduce(xp, yp, idx, n_out, n_red, mean, s); };
+  const void* xp = x[0];
+  void* yp = y[0];
+  return [=](cudaStream_t s) { launch_reduce(dtype, xp, yp, idx, n_out, n_red, mean, s); };
 }
 
 ParamIndex param_index(const Op& op, const std::vector<int64_t>& param, const std::vector<int64_t>& norm) {
@@ -209,7 +212,11 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
   for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
   const TensorType& out = op.outputs.empty() ? in.at(0) : op.outputs[0];
   const int64_t n = out.num_elements();
-  const int esize = dtype_size(out.dtype);
+  // Device dtypes: float32 tensors are stored as res.float_dtype (16-bit math modes).
+  const int fdt = res.float_dtype;
+  const int dtype = stored_dtype(out.dtype, fdt);
+  const int esize = dtype_size(dtype);
+  const size_t bytes = static_cast<size_t>(n) * esize;
   for (const TensorType& t : op.outputs) check_rank(op, t.shape);
   switch (op.type) {
     case OpType::kConv2D:
@@ -218,9 +225,8 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
     case OpType::kMatMul: {
       require_float32(op, in, 2);
       auto mm = std::make_shared<MatMulOp>(in[0].shape, in[1].shape, out.shape,
-                                           static_cast<int>(op.attrs.get_int("activation")), math,
-                                           static_cast<const float*>(x[0]), static_cast<const float*>(x[1]),
-                                           static_cast<float*>(y[0]));
+                                           static_cast<int>(op.attrs.get_int("activation")), math, x[0], x[1],
+                                           y[0]);
       return [=](cudaStream_t s) { mm->run(s); };
     }
     case OpType::kGemm: {
@@ -229,17 +235,15 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
                                            op.attrs.get_int("trans_a") != 0, op.attrs.get_int("trans_b") != 0,
                                            static_cast<float>(op.attrs.get_float("alpha")),
                                            static_cast<float>(op.attrs.get_float("beta")), math);
-      const float* a = static_cast<const float*>(x[0]);
-      const float* b = static_cast<const float*>(x[1]);
-      const float* c = in.size() > 2 ? static_cast<const float*>(x[2]) : nullptr;
-      float* yp = static_cast<float*>(y[0]);
+      const void *a = x[0], *b = x[1], *c = in.size() > 2 ? x[2] : nullptr;
+      void* yp = y[0];
       return [=](cudaStream_t s) { gemm->run(a, b, c, yp, s); };
     }
     case OpType::kAdd:
     case OpType::kSub:
     case OpType::kMul:
     case OpType::kDiv: {
-      if (!binary_supported(out.dtype)) unsupported(op, "dtype " + dtype_name(out.dtype) + " is not supported");
+      if (!binary_supported(dtype)) unsupported(op, "dtype " + dtype_name(dtype) + " is not supported");
       BinaryKind k = op.type == OpType::kAdd   ? BinaryKind::kAdd
                      : op.type == OpType::kSub ? BinaryKind::kSub
                      : op.type == OpType::kMul ? BinaryKind::kMul
@@ -247,7 +251,6 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       BroadcastIndex idx = make_broadcast(out.shape, {in[0].shape, in[1].shape});
       const void *a = x[0], *b = x[1];
       void* yp = y[0];
-      int dtype = out.dtype;
       return [=](cudaStream_t s) { launch_binary(k, dtype, a, b, yp, idx, n, s); };
     }
     case OpType::kRelu:
@@ -264,15 +267,14 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
                     : op.type == OpType::kGelu    ? UnaryKind::kGelu
                     : op.type == OpType::kSqrt    ? UnaryKind::kSqrt
                                                   : UnaryKind::kExp;
-      if (!unary_supported(k, out.dtype)) unsupported(op, "dtype " + dtype_name(out.dtype) + " is not supported");
+      if (!unary_supported(k, dtype)) unsupported(op, "dtype " + dtype_name(dtype) + " is not supported");
       const void* xp = x[0];
       void* yp = y[0];
-      int dtype = out.dtype;
       return [=](cudaStream_t s) { launch_unary(k, dtype, xp, yp, n, s); };
     }
     case OpType::kIdentity:
     case OpType::kReshape:
-    case OpType::kFlatten: return copy_step(x[0], y[0], static_cast<size_t>(out.num_bytes()));
+    case OpType::kFlatten: return copy_step(x[0], y[0], bytes);
     case OpType::kConcat:
     case OpType::kSplit: {
       bool concat = op.type == OpType::kConcat;
@@ -286,7 +288,7 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
         offsets.push_back(offsets.back() + shape[axis] * inner);
       }
       int64_t row_len = offsets.back();
-      if (pieces == 1) return copy_step(x[0], y[0], static_cast<size_t>(out.num_bytes()));
+      if (pieces == 1) return copy_step(x[0], y[0], bytes);
       const int64_t* d_offsets = upload(res, offsets);
       int p = static_cast<int>(pieces);
       if (concat) {
@@ -304,17 +306,16 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       return compile_strided_copy(permuted(whole, transpose_perm(op, xs.size())), esize, y[0]);
     }
     case OpType::kMaxPool2D:
-    case OpType::kAvgPool2D: return compile_pool(op, in, x, y);
-    case OpType::kGlobalAvgPool: return compile_reduce(op, in, {2, 3}, true, x, y);
+    case OpType::kAvgPool2D: return compile_pool(op, in, x, y, math);
+    case OpType::kGlobalAvgPool: return compile_reduce(op, in, {2, 3}, true, x, y, fdt);
     case OpType::kReduceMean:
     case OpType::kReduceSum:
-      return compile_reduce(op, in, op.attrs.get_ints("axes"), op.type == OpType::kReduceMean, x, y);
+      return compile_reduce(op, in, op.attrs.get_ints("axes"), op.type == OpType::kReduceMean, x, y, fdt);
     case OpType::kBatchNorm: {
       require_float32(op, in, 5);
-      auto bn = std::make_shared<BatchNormOp>(in[0].shape, op.attrs.get_float("epsilon"));
-      auto f = [&](int i) { return static_cast<const float*>(x[i]); };
-      const float *xp = f(0), *sc = f(1), *bi = f(2), *me = f(3), *va = f(4);
-      float* yp = static_cast<float*>(y[0]);
+      auto bn = std::make_shared<BatchNormOp>(in[0].shape, op.attrs.get_float("epsilon"), math);
+      const void *xp = x[0], *sc = x[1], *bi = x[2], *me = x[3], *va = x[4];
+      void* yp = y[0];
       return [=](cudaStream_t s) { bn->run(xp, sc, bi, me, va, yp, s); };
     }
     case OpType::kEnlarge:
@@ -326,7 +327,7 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       if (op.type == OpType::kPad) {
         const auto& pads = op.attrs.get_ints("pads");
         for (int d = 0; d < idx.rank; ++d) idx.begins[d] = pads[d];
-        bits = value_bits(out.dtype, op.attrs.get_float("value"));
+        bits = value_bits(dtype, op.attrs.get_float("value"));
       } else {
         idx.begins[2] = (out.shape[2] - xs[2]) / 2;
         idx.begins[3] = (out.shape[3] - xs[3]) / 2;
@@ -344,9 +345,9 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       size_t axis = static_cast<size_t>(op.attrs.get_int("axis"));
       const auto& xs = in[0].shape;
       int64_t outer = prod(xs, 0, axis), len = xs.empty() ? 1 : xs[axis], inner = prod(xs, axis + 1);
-      const float* xp = static_cast<const float*>(x[0]);
-      float* yp = static_cast<float*>(y[0]);
-      return [=](cudaStream_t s) { launch_softmax(xp, yp, outer, len, inner, s); };
+      const void* xp = x[0];
+      void* yp = y[0];
+      return [=](cudaStream_t s) { launch_softmax(fdt, xp, yp, outer, len, inner, s); };
     }
     case OpType::kLayerNorm: {
       require_float32(op, in, in.size());
@@ -356,12 +357,10 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       int64_t rows = prod(xs, 0, axis), len = prod(norm);
       ParamIndex si = param_index(op, in[1].shape, norm);
       ParamIndex bi = in.size() > 2 ? param_index(op, in[2].shape, norm) : ParamIndex{};
-      const float* xp = static_cast<const float*>(x[0]);
-      const float* sp = static_cast<const float*>(x[1]);
-      const float* bp = in.size() > 2 ? static_cast<const float*>(x[2]) : nullptr;
-      float* yp = static_cast<float*>(y[0]);
+      const void *xp = x[0], *sp = x[1], *bp = in.size() > 2 ? x[2] : nullptr;
+      void* yp = y[0];
       float eps = static_cast<float>(op.attrs.get_float("epsilon"));
-      return [=](cudaStream_t s) { launch_layernorm(xp, sp, bp, yp, rows, len, si, bi, eps, s); };
+      return [=](cudaStream_t s) { launch_layernorm(fdt, xp, sp, bp, yp, rows, len, si, bi, eps, s); };
     }
     case OpType::kGather: {
       size_t axis = static_cast<size_t>(op.attrs.get_int("axis"));
@@ -380,17 +379,16 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       return [=](cudaStream_t s) { launch_where(c, a, b, yp, esize, idx, n, s); };
     }
     case OpType::kCast: {
-      int from = in[0].dtype, to = out.dtype;
+      int from = stored_dtype(in[0].dtype, fdt), to = dtype;
       if (!cast_supported(from, to))
         unsupported(op, "cast from " + dtype_name(from) + " to " + dtype_name(to) + " is not supported");
-      if (from == to) return copy_step(x[0], y[0], static_cast<size_t>(out.num_bytes()));
+      if (from == to) return copy_step(x[0], y[0], bytes);
       const void* xp = x[0];
       void* yp = y[0];
       return [=](cudaStream_t s) { launch_cast(from, to, xp, yp, n, s); };
     }
     case OpType::kConstant: {
       double value = op.attrs.get_float("value");
-      int dtype = out.dtype;
       void* yp = y[0];
       return [=](cudaStream_t s) { launch_fill(dtype, value, yp, n, s); };
     }
@@ -400,7 +398,7 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       UnaryKind k = op.type == OpType::kClip          ? UnaryKind::kClip
                     : op.type == OpType::kHardSigmoid ? UnaryKind::kHardSigmoid
                                                       : UnaryKind::kHardSwish;
-      if (!unary_supported(k, out.dtype)) unsupported(op, "dtype " + dtype_name(out.dtype) + " is not supported");
+      if (!unary_supported(k, dtype)) unsupported(op, "dtype " + dtype_name(dtype) + " is not supported");
       float a = 0.f, b = 0.f;
       if (op.type == OpType::kClip) {
         a = static_cast<float>(op.attrs.get_float("min"));
@@ -411,7 +409,6 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       }
       const void* xp = x[0];
       void* yp = y[0];
-      int dtype = out.dtype;
       return [=](cudaStream_t s) { launch_unary(k, dtype, xp, yp, n, s, a, b); };
     }
     case OpType::kOpaque: {

@@ -6,7 +6,8 @@ namespace cuda {
 
 StepPlan plan_steps(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
                     const std::vector<char>& constant, const std::vector<char>& alias,
-                    const std::vector<char>& no_fuse, const std::map<int, double>& known_scalars, bool fuse) {
+                    const std::vector<char>& no_fuse, const std::map<int, double>& known_scalars, bool fuse,
+                    int float_dtype) {
   const int n = graph.num_ops();
   StepPlan plan;
   plan.convs = plan_conv_fusions(graph, needed, host_fed, constant, &no_fuse);
@@ -42,7 +43,7 @@ StepPlan plan_steps(const Graph& graph, const std::vector<char>& needed, const s
                          ViewPlan::is_constant_gather(graph, id, known_scalars));
     view_reader[id] = view_reader[id] || plan.viewable[id];
   }
-  plan.views = std::make_unique<ViewPlan>(graph, plan.viewable, alias, known_scalars);
+  plan.views = std::make_unique<ViewPlan>(graph, plan.viewable, alias, known_scalars, float_dtype);
   plan.views->decide(view_reader);
   plan.fused_ops = plan.convs.fused_ops + plan.gemms.fused_ops + plan.chains.fused_ops + plan.views->num_skipped();
   return plan;

@@ -36,7 +36,8 @@ struct StepPlan {
 // runs without fusion (GEMMs through cuBLASLt with the op's own bias).
 StepPlan plan_steps(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
                     const std::vector<char>& constant, const std::vector<char>& alias,
-                    const std::vector<char>& no_fuse, const std::map<int, double>& known_scalars, bool fuse);
+                    const std::vector<char>& no_fuse, const std::map<int, double>& known_scalars, bool fuse,
+                    int float_dtype);
 
 }  // namespace cuda
 }  // namespace taso

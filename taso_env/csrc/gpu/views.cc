@@ -80,8 +80,13 @@ StridedView permuted(const StridedView& v, const std::vector<int64_t>& perm) {
 }
 
 ViewPlan::ViewPlan(const Graph& graph, const std::vector<char>& viewable, const std::vector<char>& alias,
-                   const std::map<int, double>& known_scalars)
-    : graph_(graph), viewable_(viewable), alias_(alias), known_(known_scalars), skip_(graph.num_ops(), 0) {}
+                   const std::map<int, double>& known_scalars, int float_dtype)
+    : graph_(graph),
+      viewable_(viewable),
+      alias_(alias),
+      known_(known_scalars),
+      float_dtype_(float_dtype),
+      skip_(graph.num_ops(), 0) {}
 
 bool ViewPlan::is_constant_gather(const Graph& graph, int id, const std::map<int, double>& known_scalars) {
   const Op& op = graph.op(id);
@@ -191,7 +196,8 @@ StridedView ViewPlan::resolve(const TensorRef& t, const std::function<void*(cons
   int64_t offset = 0;
   if (!layout(t, &v, &offset))  // decide() only skips what lays out; Reshapes of copies always do
     throw std::logic_error("strided view of op '" + graph_.op(t.op).name + "' has no layout");
-  v.data = static_cast<const char*>(ptr(base)) + offset * dtype_size(graph_.tensor_type(base).dtype);
+  v.data = static_cast<const char*>(ptr(base)) +
+           offset * dtype_size(stored_dtype(graph_.tensor_type(base).dtype, float_dtype_));
   return v;
 }
 
@@ -199,7 +205,8 @@ StridedView ViewPlan::op_view(int id, const std::function<void*(const TensorRef&
   StridedView in = resolve(graph_.op(id).inputs[0], ptr), out;
   int64_t offset = 0;
   apply(id, in, &out, &offset);
-  out.data = static_cast<const char*>(in.data) + offset * dtype_size(graph_.tensor_type(graph_.op(id).inputs[0]).dtype);
+  const int dtype = stored_dtype(graph_.tensor_type(graph_.op(id).inputs[0]).dtype, float_dtype_);
+  out.data = static_cast<const char*>(in.data) + offset * dtype_size(dtype);
   return out;
 }
 

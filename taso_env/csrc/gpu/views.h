@@ -54,8 +54,9 @@ class ViewPlan {
   // viewable[op]: a Transpose, or a Gather of a known scalar index (`known_scalars`:
   // Weight op id -> value), that the executor may skip (computed by a step, not taken by
   // another fusion); alias[op]: a Reshape-like whose output is its input's buffer.
+  // float_dtype: the device dtype of float32 tensors (common.h: float_storage).
   ViewPlan(const Graph& graph, const std::vector<char>& viewable, const std::vector<char>& alias,
-           const std::map<int, double>& known_scalars);
+           const std::map<int, double>& known_scalars, int float_dtype);
 
   // Whether `op` is a Gather whose index is a known scalar in range (a slice at a fixed
   // offset).
@@ -87,6 +88,7 @@ class ViewPlan {
   const Graph& graph_;
   std::vector<char> viewable_, alias_;
   std::map<int, double> known_;
+  int float_dtype_;
   std::vector<char> skip_;
 };
 

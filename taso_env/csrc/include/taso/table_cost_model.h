@@ -23,6 +23,12 @@ namespace taso {
 // Example: "Relu||float32[1,64,56,56]|float32[1,64,56,56]".
 std::string op_signature(const Op& op, const std::vector<TensorType>& input_types);
 
+// The op configuration a signature names (op_signature's inverse): the op (type,
+// attributes with the kinds of its schema, output types; no name, no inputs) and, in
+// `input_types`, its input types. Throws ValueError naming what is malformed,
+// UnknownOpError for an unknown op type.
+Op op_from_signature(const std::string& signature, std::vector<TensorType>* input_types);
+
 // One measured table entry.
 struct CostEntry {
   double ms = 0;           // measured runtime
