@@ -143,6 +143,18 @@ float time_calls_ms(const std::function<bool(cudaStream_t)>& enqueue, cudaStream
   return times[times.size() / 2];
 }
 
+void copy_to_device(void* device, const void* host, size_t bytes) {
+  cudaStream_t s = context().stream;
+  RLFLOW_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s));
+  RLFLOW_CUDA(cudaStreamSynchronize(s));
+}
+
+void copy_to_host(void* host, const void* device, size_t bytes) {
+  cudaStream_t s = context().stream;
+  RLFLOW_CUDA(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s));
+  RLFLOW_CUDA(cudaStreamSynchronize(s));
+}
+
 int float_storage(MathMode m) {
   switch (m) {
     case MathMode::kFP16: return kFloat16;

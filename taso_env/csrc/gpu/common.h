@@ -136,6 +136,13 @@ class LaunchScope {
 float time_calls_ms(const std::function<bool(cudaStream_t)>& enqueue, cudaStream_t s, int calls = 8,
                     int samples = 5);
 
+// Host <-> device copies ordered on the shared stream, returning when the data has
+// arrived. (A plain cudaMemcpy from pageable memory runs on the legacy stream and may
+// return before its DMA lands, unordered with the non-blocking stream the steps run on:
+// a kernel could read the tensor half-written.)
+void copy_to_device(void* device, const void* host, size_t bytes);
+void copy_to_host(void* host, const void* device, size_t bytes);
+
 // Sets the cuBLAS math mode of the shared handle for `mode`.
 void set_cublas_math(MathMode mode);
 

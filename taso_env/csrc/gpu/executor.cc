@@ -287,14 +287,13 @@ void Executor::read_output(int i, void* data, size_t bytes) const {
                      " bytes, buffer has " + std::to_string(bytes));
   const void* from = tensor_ptr(graph_.outputs()[i]);
   if (stored(t.dtype) == t.dtype) {
-    RLFLOW_CUDA(cudaMemcpy(data, from, bytes, cudaMemcpyDeviceToHost));
+    copy_to_host(data, from, bytes);
     return;
   }
   // A 16-bit float tensor: cast to float32 on the device, then copy.
   DeviceBuffer staging(bytes);
   launch_cast(stored(t.dtype), t.dtype, from, staging.get(), t.num_elements(), context().stream);
-  RLFLOW_CUDA(cudaStreamSynchronize(context().stream));
-  RLFLOW_CUDA(cudaMemcpy(data, staging.get(), bytes, cudaMemcpyDeviceToHost));
+  copy_to_host(data, staging.get(), bytes);
 }
 
 int Executor::stored(int dtype) const { return stored_dtype(dtype, res_->float_dtype); }
@@ -306,12 +305,12 @@ size_t Executor::stored_bytes(const TensorType& t) const {
 void Executor::upload(const TensorType& t, const void* data, void* to) {
   const size_t bytes = static_cast<size_t>(t.num_bytes());
   if (stored(t.dtype) == t.dtype) {
-    RLFLOW_CUDA(cudaMemcpy(to, data, bytes, cudaMemcpyHostToDevice));
+    copy_to_device(to, data, bytes);
     return;
   }
   // Host float32 into a 16-bit tensor: copy, then cast on the device (weights cast at load).
   DeviceBuffer staging(bytes);
-  RLFLOW_CUDA(cudaMemcpy(staging.get(), data, bytes, cudaMemcpyHostToDevice));
+  copy_to_device(staging.get(), data, bytes);
   launch_cast(t.dtype, stored(t.dtype), staging.get(), to, t.num_elements(), context().stream);
   RLFLOW_CUDA(cudaStreamSynchronize(context().stream));
 }

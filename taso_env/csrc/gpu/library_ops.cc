@@ -158,7 +158,7 @@ MatMulOp::MatMulOp(const std::vector<int64_t>& a_in, const std::vector<int64_t>&
       host[2 * batch_ + i] = at(y_, i * m_ * n_);
     }
     pointers_ = DeviceBuffer(host.size() * sizeof(void*));
-    RLFLOW_CUDA(cudaMemcpy(pointers_.get(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
+    copy_to_device(pointers_.get(), host.data(), host.size() * sizeof(void*));
   }
   (void)y;
 }

@@ -42,7 +42,7 @@ void check_rank(const Op& op, const std::vector<int64_t>& shape) {
 template <typename T>
 T* upload(StepResources& res, const std::vector<T>& host) {
   res.params.emplace_back(host.size() * sizeof(T));
-  RLFLOW_CUDA(cudaMemcpy(res.params.back().get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  copy_to_device(res.params.back().get(), host.data(), host.size() * sizeof(T));
   return res.params.back().as<T>();
 }
 
