@@ -92,38 +92,11 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
   RLFLOW_CUDNN(cudnnCreateFilterDescriptor(&w_desc_));
   RLFLOW_CUDNN(cudnnCreateConvolutionDescriptor(&conv_desc_));
   // 16-bit modes store half / bfloat16 tensors and accumulate in float (cuDNN's pseudo-half
-  // configuration: the convolution's compute type stays float), in NHWC.
+  // configuration: the convolution's compute type stays float).
   const cudnnDataType_t type = cudnn_storage_type(cfg.math);
-  nhwc_ = is_16bit(cfg.math);
-  const cudnnTensorFormat_t format = nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  auto set_4d = [&](cudnnTensorDescriptor_t d, const std::vector<int64_t>& s) {
-    RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(d, format, type, static_cast<int>(s[0]), static_cast<int>(s[1]),
-                                            static_cast<int>(s[2]), static_cast<int>(s[3])));
-  };
-  set_4d(x_desc_, xin);
-  set_4d(y_desc_, cfg.y);
-  if (nhwc_) {
-    const size_t esize = dtype_size(float_storage(cfg.math));
-    // [N, C, HW] -> [N, HW, C] and [K, C/g, RS] -> [K, RS, C/g]: launch_permute's tiled transpose.
-    auto nhwc_perm = [](const std::vector<int64_t>& d) {
-      PermuteIndex idx;
-      const int64_t inner = d[2] * d[3];
-      idx.rank = 3;
-      idx.out_dims[0] = d[0];
-      idx.out_dims[1] = inner;
-      idx.out_dims[2] = d[1];
-      idx.in_strides[0] = d[1] * inner;
-      idx.in_strides[1] = 1;
-      idx.in_strides[2] = inner;
-      return idx;
-    };
-    x_perm_ = nhwc_perm(xin);
-    w_perm_ = nhwc_perm(cfg.w);
-    x_nhwc_ = DeviceBuffer(static_cast<size_t>(prod(xin)) * esize);
-    y_nhwc_ = DeviceBuffer(static_cast<size_t>(prod(cfg.y)) * esize);
-    w_nhwc_ = DeviceBuffer(static_cast<size_t>(prod(cfg.w)) * esize);
-  }
-  RLFLOW_CUDNN(cudnnSetFilter4dDescriptor(w_desc_, type, format, static_cast<int>(cfg.w[0]),
+  set_nchw(x_desc_, xin, cfg.math);
+  set_nchw(y_desc_, cfg.y, cfg.math);
+  RLFLOW_CUDNN(cudnnSetFilter4dDescriptor(w_desc_, type, CUDNN_TENSOR_NCHW, static_cast<int>(cfg.w[0]),
                                           static_cast<int>(cfg.w[1]), static_cast<int>(cfg.w[2]),
                                           static_cast<int>(cfg.w[3])));
   RLFLOW_CUDNN(cudnnSetConvolution2dDescriptor(conv_desc_, pad_h, pad_w, static_cast<int>(cfg.strides[0]),
@@ -299,9 +272,8 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
       cudaGetLastError();
       continue;
     }
-    // cuDNN's fused call applies ReLU or nothing; other activations run in our epilogue
-    // (so does every NHWC convolution: its epilogue also transposes back to NCHW).
-    for (int fused = !nhwc_ && cfg_.bias && cfg_.activation <= kActRelu ? 1 : 0; fused >= 0; --fused) {
+    // cuDNN's fused call applies ReLU or nothing; other activations run in our epilogue.
+    for (int fused = cfg_.bias && cfg_.activation <= kActRelu ? 1 : 0; fused >= 0; --fused) {
       ConvAlgo cand{a, math, ws, 0.f, fused != 0};
       if (log) std::fprintf(stderr, "rlflow conv try algo %d math %d fused %d ws %zu\n", static_cast<int>(a),
                             static_cast<int>(math), fused, ws);
@@ -345,16 +317,11 @@ cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const void* xin, const void* w,
                                                  workspace, a.workspace, &alpha2, y_desc_, z ? z : y, b_desc_, bias,
                                                  act_desc_, y_desc_, y);
   }
-  void* conv_out = nhwc_ ? y_nhwc_.get() : y;
   cudnnStatus_t st = cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
-                                             workspace, a.workspace, &zero, y_desc_, conv_out);
+                                             workspace, a.workspace, &zero, y_desc_, y);
   if (st != CUDNN_STATUS_SUCCESS) return st;
-  const int dtype = float_storage(cfg_.math);
-  if (nhwc_)
-    launch_nhwc_to_nchw_epilogue(dtype, conv_out, y, bias, z, cfg_.y[0], cfg_.y[1], cfg_.y[2] * cfg_.y[3],
-                                 cfg_.activation, s);
-  else
-    launch_bias_activation(dtype, y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3], cfg_.activation, s);
+  launch_bias_activation(float_storage(cfg_.math), y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
+                         cfg_.activation, s);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -362,27 +329,14 @@ void ConvOp::run(const void* x, const void* w, const void* bias, const void* res
                  void* scratch, cudaStream_t s) const {
   Context& ctx = context();
   RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
-  const int esize = dtype_size(float_storage(cfg_.math));
   const void* xin = x;
   if (explicit_pad_) {
     int64_t n = prod(std::vector<int64_t>(pad_idx_.out_dims, pad_idx_.out_dims + 4));
-    launch_pad(x, scratch, esize, pad_idx_, 0, n, s);
+    launch_pad(x, scratch, dtype_size(float_storage(cfg_.math)), pad_idx_, 0, n, s);
     xin = scratch;
-  }
-  if (nhwc_) {
-    launch_permute(xin, x_nhwc_.get(), esize, x_perm_, x_perm_.out_dims[0] * x_perm_.out_dims[1] * x_perm_.out_dims[2],
-                   s);
-    xin = x_nhwc_.get();
-    if (!cfg_.constant_filter) prepare_filter(w, s);
-    w = w_nhwc_.get();
   }
   check_cudnn(enqueue(algo_, xin, w, cfg_.bias ? bias : nullptr, cfg_.residual ? residual : nullptr, y, workspace, s),
               algo_.fused ? "cudnnConvolutionBiasActivationForward" : "cudnnConvolutionForward", __FILE__, __LINE__);
-}
-
-void ConvOp::prepare_filter(const void* w, cudaStream_t s) const {
-  launch_permute(w, w_nhwc_.get(), dtype_size(float_storage(cfg_.math)), w_perm_,
-                 w_perm_.out_dims[0] * w_perm_.out_dims[1] * w_perm_.out_dims[2], s);
 }
 
 }  // namespace cuda

@@ -124,7 +124,6 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     if (op.type == OpType::kBatchNorm && op.inputs.size() > 4) positive[op.inputs[4].op] = 1;
   }
   std::vector<char> constant = constant_ops(graph_);
-  res_->constant = constant;
   const StepPlan plan = plan_steps(graph_, needed, host_fed, constant, alias, no_fuse, options_.known_scalars, fuse,
                                    res_->float_dtype);
   const ViewPlan& views = *plan.views;
@@ -260,7 +259,6 @@ void Executor::fold_constants() {
   if (!constants_dirty_) return;
   cudaStream_t s = context().stream;
   for (const Step& step : const_steps_) step(s);
-  for (const Step& step : res_->prepare) step(s);
   RLFLOW_CUDA(cudaStreamSynchronize(s));
   constants_dirty_ = false;
 }

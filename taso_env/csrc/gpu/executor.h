@@ -82,10 +82,6 @@ struct StepResources {
   DeviceBuffer workspace, scratch;
   std::vector<DeviceBuffer> params;  // device parameter arrays owned by steps
   const std::map<int, OpPlan>* plan = nullptr;  // the executor's tuning plan (may be null)
-  std::vector<char> constant;                    // per op: known before run time (constant_ops)
-  // Run with the constants (after the constant ops): steps' preprocessing of constant
-  // inputs, e.g. a 16-bit convolution's filter transposed to KRSC.
-  std::vector<Step> prepare;
   std::map<int, OpPlan> chosen;                  // Conv2D op id -> what its step runs
 };
 

@@ -64,11 +64,6 @@ constexpr int kEpilogueHardSwish = 5;  // HardSwish
 // may be null. act: 0 none, 1 relu, 2 sigmoid, 3 tanh, kEpilogueRelu6, kEpilogueHardSwish.
 void launch_bias_activation(int dtype, void* y, const void* bias, const void* residual, int64_t total,
                             int64_t channels, int64_t inner, int act, cudaStream_t s);
-// out[n, c, p] = act(y[n, p, c] + bias[c] + residual[n, c, p]): a convolution result in
-// NHWC (p: the h * w positions) written back as the graph's NCHW with the epilogue
-// applied (16-bit convolutions run in NHWC, library_ops.h). bias and residual may be null.
-void launch_nhwc_to_nchw_epilogue(int dtype, const void* y, void* out, const void* bias, const void* residual,
-                                  int64_t n, int64_t c, int64_t positions, int act, cudaStream_t s);
 // Inference batch norm over channel axis 1 of [N, C, inner].
 void launch_batchnorm(int dtype, const void* x, const void* scale, const void* bias, const void* mean,
                       const void* var, void* y, int64_t total, int64_t channels, int64_t inner, float eps,

@@ -278,32 +278,6 @@ __global__ void bias_act_kernel(T* y, const T* bias, const T* residual, int64_t 
   }
 }
 
-// One 32 x 32 tile of (positions x channels) through shared memory: reads of y and
-// writes of out both coalesced.
-template <typename T>
-__global__ void nhwc_epilogue_kernel(const T* y, T* out, const T* bias, const T* residual, int64_t c,
-                                     int64_t positions, int act) {
-  __shared__ float tile[32][33];
-  const int64_t b = blockIdx.z;
-  const int64_t c0 = blockIdx.x * 32, p0 = blockIdx.y * 32;
-  const T* yb = y + b * positions * c;
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t p = p0 + j, ch = c0 + threadIdx.x;
-    if (p < positions && ch < c) tile[j][threadIdx.x] = load_float(yb[p * c + ch]);
-  }
-  __syncthreads();
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t ch = c0 + j, p = p0 + threadIdx.x;
-    if (p < positions && ch < c) {
-      int64_t i = (b * c + ch) * positions + p;
-      float v = tile[threadIdx.x][j];
-      if (bias) v += load_float(bias[ch]);
-      if (residual) v += load_float(residual[i]);
-      out[i] = from_float<T>(activate(v, act));
-    }
-  }
-}
-
 template <typename T>
 __global__ void batchnorm_kernel(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
                                  int64_t total, int64_t channels, int64_t inner, float eps) {
@@ -490,21 +464,6 @@ void launch_bias_activation(int dtype, void* y, const void* bias, const void* re
         static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(residual), total, channels, inner, act);
   });
   check_launch("bias/activation kernel");
-}
-
-void launch_nhwc_to_nchw_epilogue(int dtype, const void* y, void* out, const void* bias, const void* residual,
-                                  int64_t n, int64_t c, int64_t positions, int act, cudaStream_t s) {
-  if (n * c * positions == 0) return;
-  if (n > 65535) throw UnsupportedGraphError("NHWC epilogue: batch " + std::to_string(n) + " exceeds 65535");
-  dim3 grid(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>((positions + 31) / 32),
-            static_cast<unsigned>(n));
-  by_float_storage(dtype, [&](auto t) {
-    using T = decltype(t);
-    nhwc_epilogue_kernel<T><<<grid, dim3(32, 8), 0, s>>>(static_cast<const T*>(y), static_cast<T*>(out),
-                                                        static_cast<const T*>(bias), static_cast<const T*>(residual),
-                                                        c, positions, act);
-  });
-  check_launch("NHWC epilogue kernel");
 }
 
 void launch_batchnorm(int dtype, const void* x, const void* scale, const void* bias, const void* mean,

@@ -41,12 +41,6 @@ struct ConvConfig {
   int forced_algo = -1;
   int forced_math = -1;
   bool forced_fused = false;
-  // 16-bit modes run the convolution in NHWC (cuDNN's tensor-core layout; NCHW 16-bit
-  // convolutions measured 4.5x slower on ResNet-50): the input is transposed into a
-  // private buffer, the result written back to NCHW by the epilogue kernel, the filter
-  // kept in KRSC. constant_filter: the filter is constant, so the executor transposes it
-  // once with the constants (prepare_filter) instead of in every run.
-  bool constant_filter = false;
   // When set, every candidate of the timed search is appended here with its time (the
   // op's whole tuning space, for tuning records); the cache is neither read nor written.
   std::vector<ConvAlgo>* timings = nullptr;
@@ -65,10 +59,6 @@ class ConvOp {
   // Bytes of the explicitly padded input (asymmetric pads only; 0 otherwise).
   size_t scratch_bytes() const { return scratch_bytes_; }
   const ConvAlgo& algo() const { return algo_; }
-  // Whether the convolution runs in NHWC (16-bit modes).
-  bool nhwc() const { return nhwc_; }
-  // Transposes filter `w` (KCRS) into the private KRSC copy an NHWC convolution reads.
-  void prepare_filter(const void* w, cudaStream_t s) const;
   // residual: z of ConvConfig::residual (else null).
   // Tensors stored as float_storage(cfg.math).
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* workspace,
@@ -84,9 +74,6 @@ class ConvOp {
 
   ConvConfig cfg_;
   ConvAlgo algo_;
-  bool nhwc_ = false;
-  DeviceBuffer x_nhwc_, y_nhwc_, w_nhwc_;
-  PermuteIndex x_perm_, w_perm_;  // NCHW -> NHWC of the (padded) input, KCRS -> KRSC
   bool explicit_pad_ = false;
   size_t scratch_bytes_ = 0;
   PadIndex pad_idx_;

@@ -85,8 +85,6 @@ Step compile_conv(const Graph& graph, int op_id, const std::vector<void*>& x, vo
       cfg.forced_fused = it->second.conv_fused_call != 0;
     }
   }
-  const int filter_op = op.inputs[1].op;
-  cfg.constant_filter = filter_op < static_cast<int>(res.constant.size()) && res.constant[filter_op];
   auto conv = std::make_shared<ConvOp>(cfg);
   OpPlan& chosen = res.chosen[op_id];
   chosen.conv_algo = static_cast<int>(conv->algo().algo);
@@ -97,8 +95,6 @@ Step compile_conv(const Graph& graph, int op_id, const std::vector<void*>& x, vo
   res.scratch_bytes = std::max(res.scratch_bytes, conv->scratch_bytes());
   const void *xp = x[0], *wp = x[1], *bp = cfg.bias ? x[2] : nullptr, *zp = residual;
   void* yp = y;
-  if (conv->nhwc() && cfg.constant_filter)
-    res.prepare.push_back([conv, wp](cudaStream_t s) { conv->prepare_filter(wp, s); });
   StepResources* r = &res;
   return [=](cudaStream_t s) { conv->run(xp, wp, bp, zp, yp, r->workspace.get(), r->scratch.get(), s); };
 }
