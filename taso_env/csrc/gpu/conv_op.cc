@@ -121,6 +121,12 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
         act_desc_, cfg.activation == kActRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
         CUDNN_NOT_PROPAGATE_NAN, 0.0));
   }
+  if (is_16bit(cfg.math) && cfg.forced_algo < 0 && !cfg.timings) {
+    graph_ = std::make_unique<GraphConv>(
+        GraphConvShape{xin, cfg.w, cfg.y, cfg.strides, {pad_h, pad_w}, cfg.dilations, cfg.math});
+    algo_ = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DEFAULT_MATH, graph_->workspace_bytes(), graph_->ms(), false};
+    return;
+  }
   std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(xin) + "|w" +
                     dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
                     dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
@@ -317,8 +323,9 @@ cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const void* xin, const void* w,
                                                  workspace, a.workspace, &alpha2, y_desc_, z ? z : y, b_desc_, bias,
                                                  act_desc_, y_desc_, y);
   }
-  cudnnStatus_t st = cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
-                                             workspace, a.workspace, &zero, y_desc_, y);
+  cudnnStatus_t st = graph_ ? graph_->enqueue(xin, w, y, workspace, s)
+                            : cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
+                                                      workspace, a.workspace, &zero, y_desc_, y);
   if (st != CUDNN_STATUS_SUCCESS) return st;
   launch_bias_activation(float_storage(cfg_.math), y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
                          cfg_.activation, s);

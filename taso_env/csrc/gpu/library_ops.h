@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common.h"
+#include "conv_graph.h"
 #include "kernels.h"
 
 namespace taso {
@@ -74,6 +75,9 @@ class ConvOp {
 
   ConvConfig cfg_;
   ConvAlgo algo_;
+  // 16-bit modes: the convolution through cuDNN's graph API (conv_graph.h) instead of
+  // cudnnConvolutionForward, our epilogue kernel after it.
+  std::unique_ptr<GraphConv> graph_;
   bool explicit_pad_ = false;
   size_t scratch_bytes_ = 0;
   PadIndex pad_idx_;
