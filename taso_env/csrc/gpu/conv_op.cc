@@ -122,10 +122,15 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
         CUDNN_NOT_PROPAGATE_NAN, 0.0));
   }
   if (is_16bit(cfg.math) && cfg.forced_algo < 0 && !cfg.timings) {
-    graph_ = std::make_unique<GraphConv>(
-        GraphConvShape{xin, cfg.w, cfg.y, cfg.strides, {pad_h, pad_w}, cfg.dilations, cfg.math});
-    algo_ = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DEFAULT_MATH, graph_->workspace_bytes(), graph_->ms(), false};
-    return;
+    try {
+      graph_ = std::make_unique<GraphConv>(
+          GraphConvShape{xin, cfg.w, cfg.y, cfg.strides, {pad_h, pad_w}, cfg.dilations, cfg.math});
+      algo_ = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DEFAULT_MATH, graph_->workspace_bytes(), graph_->ms(),
+               false};
+      return;
+    } catch (const UnsupportedGraphError&) {
+      // no graph-API engine (grouped convolutions in bf16 on cuDNN 9.19): the legacy API below
+    }
   }
   std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(xin) + "|w" +
                     dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
