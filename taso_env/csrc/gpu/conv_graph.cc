@@ -18,6 +18,7 @@ namespace {
 constexpr int64_t kMaxEngines = 8;           // heuristic candidates timed
 constexpr int64_t kMaxWorkspace = 1 << 30;   // bytes an engine may ask for
 enum : int64_t { kX = 1, kW = 2, kY = 3 };   // tensor unique ids
+constexpr int64_t kNoEngine = -2;
 
 // One owned backend descriptor.
 class Backend {
@@ -62,7 +63,8 @@ Backend tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& di
   return t;
 }
 
-// The heuristics' engine index chosen per configuration, for the process.
+// The heuristics' engine index chosen per configuration (kNoEngine: none runs), for the
+// process.
 std::mutex& cache_mutex() {
   static std::mutex m;
   return m;
@@ -165,6 +167,9 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
     if (it != engine_cache().end()) cached = it->second;
   }
   int64_t workspace = 0;
+  const std::string unsupported = "no cuDNN graph-API engine runs convolution x" + dims_str(shape.x) + " w" +
+                                  dims_str(shape.w) + " in " + math_mode_name(shape.math);
+  if (cached == kNoEngine) throw UnsupportedGraphError(unsupported);
   if (cached >= 0 && cached < returned && make_plan(cached, &d_->plan, &workspace)) {
     workspace_ = static_cast<size_t>(workspace);
     return;
@@ -205,11 +210,12 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
     }
     std::swap(d_->plan, plan);
   }
-  if (best < 0 || !make_plan(best, &d_->plan, &workspace))
-    throw UnsupportedGraphError("no cuDNN graph-API engine runs convolution x" + dims_str(shape.x) + " w" +
-                                dims_str(shape.w) + " in " + math_mode_name(shape.math));
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  engine_cache()[key] = best;
+  const bool found = best >= 0 && make_plan(best, &d_->plan, &workspace);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    engine_cache()[key] = found ? best : kNoEngine;
+  }
+  if (!found) throw UnsupportedGraphError(unsupported);
 }
 
 GraphConv::~GraphConv() = default;
