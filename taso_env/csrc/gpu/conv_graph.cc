@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "library_util.h"
@@ -70,8 +69,8 @@ std::mutex& cache_mutex() {
   static std::mutex m;
   return m;
 }
-std::map<std::string, std::pair<int64_t, float>>& engine_cache() {  // key -> (index, ms)
-  static std::map<std::string, std::pair<int64_t, float>> c;
+std::map<std::string, int64_t>& engine_cache() {
+  static std::map<std::string, int64_t> c;
   return c;
 }
 
@@ -123,37 +122,25 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   RLFLOW_CUDNN(graph.finalize());
 
-  // Engine configs: heuristics mode A's (at most kMaxEngines), then the fallback mode's,
-  // tried only when none of A's runs (A offers nothing that runs grouped 16-bit
-  // convolutions on cuDNN 9.19). The list is the same on every query, so an index into it
-  // can be cached.
+  Backend heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_A;
+  heur.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
+  RLFLOW_CUDNN(heur.finalize());
+  int64_t offered = 0;
+  RLFLOW_CUDNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                        &offered, nullptr));
+  offered = std::min(offered, kMaxEngines);
   std::vector<Backend> configs;
-  int64_t from_a = 0;
-  for (const cudnnBackendHeurMode_t heur_mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    Backend heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    heur.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-    heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
-    if (heur.finalize() != CUDNN_STATUS_SUCCESS) continue;
-    int64_t offered = 0;
-    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &offered,
-                                 nullptr) != CUDNN_STATUS_SUCCESS)
-      continue;
-    offered = std::min(offered, kMaxEngines);
-    std::vector<Backend> found;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < offered; ++i) {
-      found.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      raw.push_back(found.back().get());
-    }
-    int64_t returned = 0;
-    if (offered > 0 && cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, offered, &returned,
-                                                raw.data()) != CUDNN_STATUS_SUCCESS)
-      returned = 0;
-    for (int64_t i = 0; i < returned; ++i) configs.push_back(std::move(found[i]));
-    if (heur_mode == CUDNN_HEUR_MODE_A) from_a = static_cast<int64_t>(configs.size());
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < offered; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raw.push_back(configs.back().get());
   }
-  const int64_t returned = static_cast<int64_t>(configs.size());
+  int64_t returned = 0;
+  if (offered > 0)
+    RLFLOW_CUDNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                          offered, &returned, raw.data()));
 
   // The plan of engine config i, or false when the engine cannot run this convolution.
   auto make_plan = [&](int64_t i, Backend* plan, int64_t* workspace) {
@@ -177,7 +164,7 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
     auto it = engine_cache().find(key);
-    if (it != engine_cache().end()) std::tie(cached, ms_) = it->second;
+    if (it != engine_cache().end()) cached = it->second;
   }
   int64_t workspace = 0;
   const std::string unsupported = "no cuDNN graph-API engine runs convolution x" + dims_str(shape.x) + " w" +
@@ -202,7 +189,6 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
   int64_t best = -1;
   ms_ = -1;
   for (int64_t i = 0; i < returned; ++i) {
-    if (i == from_a && best >= 0) break;  // the fallback engines only where none of A's ran
     Backend plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     if (!make_plan(i, &plan, &workspace)) continue;
     DeviceBuffer ws;
@@ -227,7 +213,7 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
   const bool found = best >= 0 && make_plan(best, &d_->plan, &workspace);
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
-    engine_cache()[key] = {found ? best : kNoEngine, ms_};
+    engine_cache()[key] = found ? best : kNoEngine;
   }
   if (!found) throw UnsupportedGraphError(unsupported);
 }

@@ -125,13 +125,11 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
     try {
       graph_ = std::make_unique<GraphConv>(
           GraphConvShape{xin, cfg.w, cfg.y, cfg.strides, {pad_h, pad_w}, cfg.dilations, cfg.math});
-    } catch (const UnsupportedGraphError&) {
-      // no graph-API engine runs it: the legacy API below
-    }
-    if (graph_ && cfg.group == 1) {
       algo_ = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DEFAULT_MATH, graph_->workspace_bytes(), graph_->ms(),
                false};
       return;
+    } catch (const UnsupportedGraphError&) {
+      // no graph-API engine (grouped convolutions in bf16 on cuDNN 9.19): the legacy API below
     }
   }
   std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(xin) + "|w" +
@@ -146,16 +144,6 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
     algo_ = forced_choice();
   } else {
     choose_cached(key, log, xin);
-  }
-  // A grouped 16-bit convolution: the graph API's engine or the legacy choice, whichever
-  // timed faster (the engine's time leaves out our epilogue kernel, a few us).
-  if (graph_) {
-    if (algo_.ms <= 0 || graph_->ms() <= algo_.ms) {
-      algo_ = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DEFAULT_MATH, graph_->workspace_bytes(), graph_->ms(),
-               false};
-      return;
-    }
-    graph_.reset();
   }
   RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
   size_t ws = 0;
