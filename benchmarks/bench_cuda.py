@@ -10,7 +10,8 @@ Per model: measured runtime (CUDA-graph replay, median) of the original graph an
 the backtracking-optimised one (searched with the table model, falling back to the
 analytic model without a table), estimated vs measured speedup, Spearman rank
 correlation of estimated (table) vs measured runtime over the original and
-`--candidates` random-rewrite graphs, the table's miss rate on them, and PyTorch's
+`--candidates` random-rewrite graphs (each one's estimate and measurement appended to
+`--dump` as a JSON line), the table's miss rate on them, and PyTorch's
 CUDA-graph runtime (measured here with --torch; docs/gpu.md's figure otherwise).
 Then `--leak-iters` end-to-end measurements in one process (a fresh executor every
 `--leak-fresh-every`), GPU memory in use before and after. Prints one JSON line and a markdown table.
@@ -117,6 +118,7 @@ def bench_model(name: str, model, args) -> dict:
     meas = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=10).median_ms for x in graphs]
     ref = PYTORCH_REFERENCE.get(name)
     row = {"model": name, "ops": g.num_ops, "measured_ms": orig.median_ms, "optimised_ms": opt.median_ms,
+           "candidate_est_ms": est, "candidate_measured_ms": meas,
            "est_speedup": r.speedup, "measured_speedup": orig.median_ms / opt.median_ms,
            "est_ms": r.initial_cost, "spearman": spearman(est, meas), "candidates": len(graphs),
            "table_miss_rate": misses / max(1, sum(x.num_ops for x in graphs)),
@@ -158,6 +160,7 @@ def main(argv=None) -> int:
     parser.add_argument("--table", default=DEFAULT_TABLE)
     parser.add_argument("--math", default="fp32", choices=cb.MATH_MODES)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dump", default=None, help="append per-candidate estimated / measured ms as JSON lines here")
     parser.add_argument("--torch", action="store_true", help="measure PyTorch side by side")
     parser.add_argument("--leak-iters", type=int, default=10000)
     parser.add_argument("--leak-max-seconds", type=float, default=300)
@@ -189,6 +192,12 @@ def main(argv=None) -> int:
                 print(f"pytorch {name}: {err}", file=sys.stderr)
         here = row["pytorch_here_ms"]
         row["vs_pytorch"] = row["measured_ms"] / here if here == here else float("nan")
+        if args.dump:  # per-candidate estimates and measurements (the rewrites are reproducible from --seed)
+            with open(args.dump, "a") as f:
+                f.write(json.dumps({"model": name, "seed": args.seed, "candidates": args.candidates,
+                                    "est_ms": row["candidate_est_ms"],
+                                    "measured_ms": row["candidate_measured_ms"]}) + "\n")
+        del row["candidate_est_ms"], row["candidate_measured_ms"]
         print("ROW " + json.dumps(row), file=sys.stderr, flush=True)
         rows.append(row)
     emit("cuda", rows, ["model", "ops", "measured_ms", "optimised_ms", "est_speedup", "measured_speedup",
