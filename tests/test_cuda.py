@@ -142,22 +142,9 @@ def test_per_op_costs_are_measured_and_cached():
     rows, skipped = cb.measure_op_costs(g)
     sigs = {s for _, _, s, _ in te._core.op_signatures(g._core)}
     assert not skipped and {r[0] for r in rows} == sigs
-    assert all(ms > 0 for _, t, ms, _ in rows if t in ("Conv2D", "Gemm", "MaxPool2D", "GlobalAvgPool"))
+    assert all(ms > 0 for _, _, ms, _ in rows)
     again, _ = cb.measure_op_costs(g)
     assert again == rows  # cached per signature
-
-
-def test_chained_element_wise_ops_cost_what_they_add_to_a_chain():
-    # the executor runs them inside element-wise chains (no launch of their own): their
-    # entry is the chain's time with them less without, well under an isolated launch
-    g = te.graphs.build("bert_base", seed=None)
-    rows, _ = cb.measure_op_costs(g)
-    by_type = {}
-    for _, t, ms, _ in rows:
-        by_type.setdefault(t, []).append(ms)
-    assert all(ms >= 0 for ms in by_type["Add"] + by_type["Mul"] + by_type["Transpose"])
-    assert max(by_type["Add"] + by_type["Mul"]) < 0.5 * min(by_type["MatMul"])
-    assert min(by_type["Softmax"] + by_type["LayerNorm"]) > 0  # not chained here: whole kernels
 
 
 def test_cuda_cost_model_measures_on_first_use_and_saves(tmp_path):

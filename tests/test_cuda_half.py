@@ -107,9 +107,9 @@ def test_measurement_in_16_bit_uses_cuda_graphs(math):
 
 def test_op_costs_measure_in_16_bit():
     rows, skipped = cb.measure_op_costs(te.graphs.build("squeezenet", seed=None), math="fp16")
-    assert rows and not skipped and all(ms >= 0 for _, _, ms, _ in rows)
-    conv = next(sig for sig, t, _, _ in rows if t == "Conv2D")
-    assert cb.measure_signature(conv, "fp16") > 0
+    assert rows and not skipped and all(ms > 0 for _, _, ms, _ in rows)
+    sig = rows[0][0]
+    assert cb.measure_signature(sig, "fp16") > 0
 
 
 def test_unknown_math_mode_is_refused():

@@ -72,8 +72,7 @@ def test_fusion_off_and_launch_parameters():
     for threads, items in [(32, 1), (128, 4), (1024, 2), (512, 64)]:
         _check(g, {i: {"threads": threads, "items_per_thread": items} for i in elementwise}
                | {conv: {"fuse": 0}})
-    assert cb.measure_op_launch(g, conv, 1024, 4) > 0
-    assert cb.measure_op_launch(g, elementwise[0], 1024, 4) >= 0  # a chained op: what it adds to its chain
+    assert cb.measure_op_launch(g, elementwise[0], 1024, 4) > 0
 
 
 def test_bad_plans_raise_typed_errors():

@@ -49,6 +49,16 @@ bool instruction_of(OpType type, FusedOp* code) {
   }
 }
 
+// A float32 element-wise op a chain can evaluate (every input float32 too).
+bool chain_op(const Graph& graph, int id) {
+  const Op& op = graph.op(id);
+  FusedOp code;
+  if (!instruction_of(op.type, &code) || op.outputs.size() != 1 || op.outputs[0].dtype != kFloat32)
+    return false;
+  for (const TensorRef& r : op.inputs)
+    if (graph.tensor_type(r).dtype != kFloat32) return false;
+  return true;
+}
 
 // A float32 Softmax over the last axis (graph construction normalises the axis; a
 // negative one is accepted as well).
@@ -140,16 +150,6 @@ bool fits(const Graph& graph, const Draft& d, int id, std::set<Ref>* inputs) {
 
 }  // namespace
 
-bool is_chain_op(const Graph& graph, int id) {
-  const Op& op = graph.op(id);
-  FusedOp code;
-  if (!instruction_of(op.type, &code) || op.outputs.size() != 1 || op.outputs[0].dtype != kFloat32)
-    return false;
-  for (const TensorRef& r : op.inputs)
-    if (graph.tensor_type(r).dtype != kFloat32) return false;
-  return true;
-}
-
 ChainPlan plan_elementwise_chains(const Graph& graph, const std::vector<char>& usable) {
   const int n = graph.num_ops();
   if (static_cast<int>(usable.size()) != n)
@@ -176,7 +176,7 @@ ChainPlan plan_elementwise_chains(const Graph& graph, const std::vector<char>& u
       drafts.push_back(std::move(d));
       continue;
     }
-    if (!is_chain_op(graph, id)) continue;
+    if (!chain_op(graph, id)) continue;
     // The result may stay inside a chain only if it is no graph output and all its
     // readers are in that one chain.
     int c = -1;

@@ -53,9 +53,6 @@ struct ChainPlan {
   int fused_ops = 0;  // ops folded away: the sum over chains of their size - 1, the softmax counted
 };
 
-// A float32 element-wise op a chain can evaluate (every input float32 too).
-bool is_chain_op(const Graph& graph, int id);
-
 // usable[id]: op id may join a chain (the executor sets it for ops that are needed, not
 // host-fed, not constant and not taken by another fusion). Deterministic: depends on the
 // graph alone.

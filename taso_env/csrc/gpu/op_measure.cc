@@ -5,7 +5,6 @@
 #include <mutex>
 #include <set>
 
-#include "elementwise_fusion.h"
 #include "executor.h"
 #include "taso/cost_model.h"
 #include "taso/errors.h"
@@ -23,84 +22,21 @@ std::mutex& cache_mutex() {
   return m;
 }
 
-TensorRef add_input(Graph& g, const std::string& name, const TensorType& t) {
-  OpSpec spec;
-  spec.type = "Input";
-  spec.name = name;
-  spec.declared_outputs = {t};
-  return {g.add_op(spec), 0};
-}
-
 // A graph of Inputs feeding one copy of `op`, whose outputs are the graph outputs.
 Graph isolated_graph(const Op& op, const std::vector<TensorType>& input_types) {
   Graph g;
   Op copy = op;
   copy.inputs.clear();
-  for (size_t i = 0; i < input_types.size(); ++i)
-    copy.inputs.push_back(add_input(g, "in" + std::to_string(i), input_types[i]));
+  for (size_t i = 0; i < input_types.size(); ++i) {
+    OpSpec spec;
+    spec.type = "Input";
+    spec.name = "in" + std::to_string(i);
+    spec.declared_outputs = {input_types[i]};
+    copy.inputs.push_back({g.add_op(spec), 0});
+  }
   int id = g.add_typed_op(copy);
   for (size_t k = 0; k < op.outputs.size(); ++k) g.add_output({id, static_cast<int>(k)}, "out" + std::to_string(k));
   return g;
-}
-
-// Median ms of one run of `g`, `options.copies` copies back to back in one CUDA graph.
-double time_graph(const Graph& g, MathMode math, const OpMeasureOptions& options, int plan_op) {
-  ExecutorOptions eo;
-  eo.math = math;
-  eo.replicas = options.copies;
-  if (options.threads || options.items_per_thread) {
-    OpPlan& p = eo.plan[plan_op];
-    p.threads = options.threads;
-    p.items_per_thread = options.items_per_thread;
-  }
-  Executor ex(g, eo);
-  return ex.measure(options.warmup, options.repeats, 1).median_ms;
-}
-
-// What `op` adds to the element-wise chain it runs in, or -1 when the executor would not
-// chain it. The executor runs every float32 element-wise op inside a chain
-// (elementwise_fusion.h) and reads a Transpose in place when a chain reads it (views.h):
-// there the op costs no launch of its own, only its extra inputs and arithmetic. Measured
-// alone it would cost a whole launch (~1-2 us, most of its isolated time), and a cost
-// table of isolated times ranks rewrites that merely remove fused element-wise ops far
-// above what they save. So the entry of such an op is its cost after a Relu it chains
-// with (an element-wise op), or before one (a Transpose), less that Relu alone.
-double chained_ms(const Op& op, const std::vector<TensorType>& input_types, MathMode math,
-                  const OpMeasureOptions& options) {
-  if (op.outputs.size() != 1 || op.outputs[0].dtype != kFloat32) return -1;
-  const TensorType& y = op.outputs[0];
-  auto relu = [&](Graph& g, const TensorRef& x) {
-    Op r;
-    r.type = OpType::kRelu;
-    r.name = "chained_relu";
-    r.inputs = {x};
-    r.outputs = {y};
-    return TensorRef{g.add_typed_op(r), 0};
-  };
-  Graph both;
-  Op copy = op;
-  copy.inputs.clear();
-  if (op.type == OpType::kTranspose && input_types.size() == 1) {  // Input -> Transpose -> Relu
-    copy.inputs.push_back(add_input(both, "in0", input_types[0]));
-    both.add_output(relu(both, {both.add_typed_op(copy), 0}), "out0");
-  } else {  // Inputs -> Relu on the one shaped like the output -> op
-    size_t lead = 0;
-    while (lead < input_types.size() && !(input_types[lead] == y)) ++lead;
-    if (lead == input_types.size()) return -1;
-    for (size_t i = 0; i < input_types.size(); ++i) {
-      TensorRef in = add_input(both, "in" + std::to_string(i), input_types[i]);
-      copy.inputs.push_back(i == lead ? relu(both, in) : in);
-    }
-    const int id = both.add_typed_op(copy);
-    if (!is_chain_op(both, id)) return -1;
-    both.add_output({id, 0}, "out0");
-  }
-  Graph alone;  // Input -> Relu
-  alone.add_output(relu(alone, add_input(alone, "in0", y)), "out0");
-  // a tuning plan's launch parameters apply to a chain's last op
-  const double ms = time_graph(both, math, options, both.num_ops() - 1) -
-                    time_graph(alone, math, options, alone.num_ops() - 1);
-  return std::max(0.0, ms);
 }
 
 }  // namespace
@@ -117,9 +53,19 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
     auto it = cache().find(key);
     if (it != cache().end()) return it->second;
   }
-  double ms = chained_ms(op, input_types, math, options);
-  if (ms < 0)  // the op follows its Inputs
-    ms = time_graph(isolated_graph(op, input_types), math, options, static_cast<int>(input_types.size()));
+  ExecutorOptions eo;
+  eo.math = math;
+  eo.replicas = options.copies;
+  if (options.threads || options.items_per_thread) {
+    OpPlan& p = eo.plan[static_cast<int>(input_types.size())];  // the op follows its Inputs
+    p.threads = options.threads;
+    p.items_per_thread = options.items_per_thread;
+  }
+  double ms;
+  {
+    Executor ex(isolated_graph(op, input_types), eo);
+    ms = ex.measure(options.warmup, options.repeats, 1).median_ms;
+  }
   std::lock_guard<std::mutex> lock(cache_mutex());
   cache()[key] = ms;
   return ms;

@@ -23,10 +23,7 @@ struct OpMeasureOptions {
   int items_per_thread = 0;
 };
 
-// Milliseconds of one execution of `op` with inputs of `input_types`, as the executor
-// runs it: a float32 element-wise op (or a Transpose) counts what it adds to an
-// element-wise chain (the chain with it less the chain without: the executor runs such
-// ops inside chains, with no launch of their own), any other op its isolated run. Throws
+// Milliseconds of one execution of `op` with inputs of `input_types`. Throws
 // UnsupportedGraphError for ops the backend cannot run (opaque ops).
 double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, MathMode math,
                      const OpMeasureOptions& options = {});
