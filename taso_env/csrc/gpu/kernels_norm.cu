@@ -81,48 +81,6 @@ __global__ void layernorm_kernel(const T* x, const T* scale, const T* bias, T* y
   }
 }
 
-// Rows of up to 32 * kPerLane elements, one warp per row: the row is loaded once into
-// registers and both reductions are warp shuffles (no shared memory, no block barrier).
-// Transformer rows (768 .. 1024) are launch- and latency-bound, where the block kernel's
-// three passes over global memory and four barriers cost ~1 us of ~4.7 per call.
-template <typename T, int kPerLane>
-__global__ void layernorm_warp_kernel(const T* x, const T* scale, const T* bias, T* y, int64_t rows, int64_t n,
-                                      ParamIndex si, ParamIndex bi, float eps) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = blockDim.x / 32;
-  for (int64_t row = blockIdx.x * warps + threadIdx.x / 32; row < rows; row += gridDim.x * warps) {
-    const T* xr = x + row * n;
-    float v[kPerLane];
-    float s = 0.f;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int64_t j = lane + 32 * t;
-      v[t] = j < n ? load_float(xr[j]) : 0.f;
-      s += v[t];
-    }
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const float mean = s / static_cast<float>(n);
-    float var = 0.f;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t)
-      if (lane + 32 * t < n) {
-        const float d = v[t] - mean;
-        var += d * d;
-      }
-    for (int o = 16; o > 0; o >>= 1) var += __shfl_xor_sync(0xffffffffu, var, o);
-    const float rstd = rsqrtf(var / static_cast<float>(n) + eps);
-    T* yr = y + row * n;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int64_t j = lane + 32 * t;
-      if (j >= n) continue;
-      float out = (v[t] - mean) * rstd * load_float(scale[param_offset(si, j)]);
-      if (bias) out += load_float(bias[param_offset(bi, j)]);
-      yr[j] = from_float<T>(out);
-    }
-  }
-}
-
 // One block per output element; threads stride over the reduced elements.
 template <typename T>
 __global__ void reduce_kernel(const T* x, T* y, ReduceIndex idx, int64_t n_red, float factor) {
@@ -209,24 +167,12 @@ void launch_layernorm(int dtype, const void* x, const void* scale, const void* b
                       int64_t n, const ParamIndex& scale_idx, const ParamIndex& bias_idx, float eps,
                       cudaStream_t s) {
   if (rows * n == 0) return;
+  int threads = n >= kRowThreads ? kRowThreads : ((static_cast<int>(n) + 31) / 32) * 32;
   by_float_storage(dtype, [&](auto t) {
     using T = decltype(t);
-    const T *xp = static_cast<const T*>(x), *sp = static_cast<const T*>(scale), *bp = static_cast<const T*>(bias);
-    T* yp = static_cast<T*>(y);
-    if (n > 1024) {
-      layernorm_kernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(xp, sp, bp, yp, n, scale_idx, bias_idx,
-                                                                             eps);
-      return;
-    }
-    constexpr int kWarpsPerBlock = 4;
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535));
-    auto go = [&](auto kernel) {
-      kernel<<<grid, 32 * kWarpsPerBlock, 0, s>>>(xp, sp, bp, yp, rows, n, scale_idx, bias_idx, eps);
-    };
-    if (n <= 128) go(layernorm_warp_kernel<T, 4>);
-    else if (n <= 256) go(layernorm_warp_kernel<T, 8>);
-    else if (n <= 512) go(layernorm_warp_kernel<T, 16>);
-    else go(layernorm_warp_kernel<T, 32>);
+    layernorm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), n,
+        scale_idx, bias_idx, eps);
   });
   check_launch("layer norm kernel");
 }
