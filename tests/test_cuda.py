@@ -114,6 +114,17 @@ def test_large_feeds_have_arrived_before_the_first_kernel_reads_them(math):
             np.testing.assert_array_equal(ex.run({"x": x})["y"], np.maximum(x.astype(stored), 0).astype(np.float32))
 
 
+@pytest.mark.parametrize("n", [1, 7, 128, 129, 768, 1024, 1025, 3000])
+@pytest.mark.parametrize("math", ["fp32", "fp16"])
+def test_layer_norm_rows_of_every_length(n, math):
+    # rows shorter and longer than a block of threads, 70 of them
+    from taso_env.engine.builder import GraphBuilder
+
+    b = GraphBuilder("ln", seed=0)
+    b.output(b.layer_norm(b.input("x", [2, 35, n])), "y")
+    _check(b.build(), rtol=1e-2 if math == "fp16" else RTOL, math=math)
+
+
 def test_tf32_mode_runs_and_stays_close():
     _check(te.graphs.build("resnet18", seed=0), rtol=2e-2, math="tf32")
 
