@@ -129,7 +129,7 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
                false};
       return;
     } catch (const UnsupportedGraphError&) {
-      // no graph-API engine (grouped convolutions in bf16 on cuDNN 9.19): the legacy API below
+      // no graph-API engine (grouped convolutions, fp16 and bf16, on cuDNN 9.19): the legacy API below
     }
   }
   std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(xin) + "|w" +
