@@ -67,6 +67,17 @@ def test_every_shipped_signature_parses_back_to_its_op_configuration():
     assert _core.parse_op_signature("Div||float32[1,2],float32[]|float32[1,2]")["inputs"][1] == (1, ())
 
 
+def test_shipped_tables_of_every_math_mode_cover_the_same_configurations():
+    # one measure-costs --signatures-from run per math mode on the H100 (docs/gpu.md)
+    costs = os.path.join(os.path.dirname(__file__), "..", "data", "costs")
+    tables = {m: cost_table.load(os.path.join(costs, f"h100_{m}.h5")) for m in ("fp32", "tf32", "fp16")}
+    assert {t.math for t in tables.values()} == {"fp32", "tf32", "fp16"}
+    assert set(tables["tf32"]) == set(tables["fp32"]) == set(tables["fp16"])
+    g = te.graphs.build("resnet50", seed=None)
+    est = {m: TableCostModel(os.path.join(costs, f"h100_{m}.h5")).graph_cost(g) for m in tables}
+    assert est["fp16"] < est["tf32"] < est["fp32"]  # tensor cores, then 16-bit storage
+
+
 @pytest.mark.parametrize("bad, error", [
     ("Relu|float32[1]|float32[1]", ValueError),                      # three parts
     ("NoSuchOp||float32[1]|float32[1]", UnknownOpError),

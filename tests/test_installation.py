@@ -21,7 +21,7 @@ def test_tests_import_the_installed_package_not_the_source_tree():
 
 def test_shipped_data_is_found():
     assert {"resnet18", "resnet50", "squeezenet1_1", "bert_base"} <= set(shipped_data.models())
-    assert "h100_fp32" in shipped_data.cost_tables()
+    assert {"h100_fp32", "h100_tf32", "h100_fp16"} <= set(shipped_data.cost_tables())
     g = taso_env.graphs.load("squeezenet1_1")
     assert g.num_ops == 65
     assert taso_env.graphs.load("data/models/squeezenet1_1.onnx").num_ops == 65
