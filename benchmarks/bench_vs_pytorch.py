@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from common import emit  # noqa: E402
 from export_zoo import export_full, make  # noqa: E402
-from profile_vs_pytorch import graph_replay_ms, set_math  # noqa: E402
+from profile_vs_pytorch import HALF, graph_replay_ms, in_math, set_math  # noqa: E402
 
 import taso_env as te  # noqa: E402
 from taso_env.gpu import cuda_backend as cb  # noqa: E402
@@ -53,18 +53,6 @@ DEFAULT = ["resnet18", "resnet50", "squeezenet1_1", "inception_v3", "mobilenet_v
 def rel_err(got: np.ndarray, want: np.ndarray) -> float:
     scale = max(float(np.max(np.abs(want))), 1e-6)
     return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
-
-
-HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def in_math(model, x, math: str):
-    """The PyTorch model and input of a math mode: a 16-bit copy for fp16 / bf16."""
-    if math not in HALF:
-        return model, x
-    import copy
-
-    return copy.deepcopy(model).to(HALF[math]), (x.to(HALF[math]) if x.is_floating_point() else x)
 
 
 def bench_torchvision(name: str, args) -> dict:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where the GPU time goes: rlflow's CUDA executor against PyTorch, per kernel.
 
-    python benchmarks/profile_vs_pytorch.py [--models resnet50 ...] [--math fp32 tf32] [--top 12]
+    python benchmarks/profile_vs_pytorch.py [--models resnet50 ...] [--math fp32 tf32 fp16 bf16] [--top 12]
 
 Per model and math mode: end-to-end CUDA-graph replay time of both, and the kernels of
 one forward pass of each (torch.profiler / CUPTI sees rlflow's cuDNN and own kernels as
@@ -44,6 +44,18 @@ def torch_model(name: str):
         kwargs.update(aux_logits=False, init_weights=False)
     size = TORCHVISION[name]
     return getattr(torchvision.models, name)(**kwargs).eval().cuda(), torch.randn(1, 3, size, size, device="cuda")
+
+
+HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def in_math(model, x, math: str):
+    """The PyTorch model and input of a math mode: a 16-bit copy for fp16 / bf16."""
+    if math not in HALF:
+        return model, x
+    import copy
+
+    return copy.deepcopy(model).to(HALF[math]), (x.to(HALF[math]) if x.is_floating_point() else x)
 
 
 def graph_replay_ms(fn, warmup: int = 5, samples: int = 20, inner: int = 10) -> float:
@@ -115,7 +127,7 @@ def profile_model(name: str, math: str, top: int) -> dict:
             pass
     row["rlflow_op_us"] = {k: round(v, 1) for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])}
     if name in TORCHVISION:
-        model, x = torch_model(name)
+        model, x = in_math(*torch_model(name), math)
         with torch.no_grad():
             row["torch_ms"] = graph_replay_ms(lambda: model(x))
             ks = kernels(lambda: model(x))
