@@ -14,10 +14,12 @@ import argparse
 import json
 from pathlib import Path
 
+from rlflow.commands import MATH_MODES
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graphs", nargs="+", help="ONNX files, built-in networks or shipped model names")
-    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32", "fp16", "bf16"))
+    parser.add_argument("--math", default="fp32", choices=MATH_MODES)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--json", help="write the results here")
 

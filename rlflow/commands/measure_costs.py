@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-from tqdm import tqdm
+from rlflow.commands import MATH_MODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signatures-from", default=None,
                         help="measure every op configuration of this cost table file (HDF5) that --out lacks")
     parser.add_argument("--out", required=True, help="HDF5 cost table to create or extend")
-    parser.add_argument("--math", default="fp32", choices=("fp32", "tf32", "fp16", "bf16"))
+    parser.add_argument("--math", default="fp32", choices=MATH_MODES)
     parser.add_argument("--greedy-steps", type=int, default=5)
     parser.add_argument("--random-walk", type=int, default=2, help="random walks per graph")
     parser.add_argument("--walk-length", type=int, default=10)
@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     import taso_env as te
     from taso_env.gpu import cost_table, cuda_backend
 
@@ -65,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
         except cost_table.MissingTableError:
             pass
     start = time.perf_counter()
-    out_of_time = lambda: args.time_limit and time.perf_counter() - start > args.time_limit  # noqa: E731
+
+    def out_of_time() -> bool:
+        return bool(args.time_limit) and time.perf_counter() - start > args.time_limit
+
     per_graph, skipped, failed, measured = {}, set(), {}, 0
 
     def measure(sig: str, how, analytic: float) -> bool:

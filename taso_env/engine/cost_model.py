@@ -192,8 +192,10 @@ def make_cost_model(spec: str | CostModel) -> CostModel:
             raise CostModelError("cost model 'table' needs a file: 'table:<path.h5>'")
         return TableCostModel(_table_path(arg))
     if kind == "cuda":
+        from taso_env.gpu.cuda_backend import MATH_MODES
+
         math, _, path = arg.partition(":")
-        if math not in ("", "fp32", "tf32", "fp16", "bf16"):  # "cuda:<path>" without a math mode
+        if math and math not in MATH_MODES:  # "cuda:<path>" without a math mode
             math, path = "", arg
         try:
             return CudaCostModel(math or "fp32", path or None)

@@ -10,6 +10,7 @@
 
 #include "library_util.h"
 #include "taso/types.h"
+#include "views.h"  // contiguous_strides
 
 namespace taso {
 namespace cuda {
@@ -51,8 +52,7 @@ class Backend {
 
 Backend tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims) {
   Backend t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  std::vector<int64_t> strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  const std::vector<int64_t> strides = contiguous_strides(dims);
   const int64_t alignment = 16;  // the executor's buffers are 256-byte aligned
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, static_cast<int64_t>(dims.size()), dims.data());
@@ -61,6 +61,22 @@ Backend tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& di
   t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
   RLFLOW_CUDNN(t.finalize());
   return t;
+}
+
+// y = conv(x, w) through execution plan `plan` (the uids of tensor()).
+cudnnStatus_t execute(const Backend& plan, const void* x, const void* w, void* y, void* workspace, cudaStream_t s) {
+  cudnnHandle_t handle = context().cudnn;
+  cudnnStatus_t st = cudnnSetStream(handle, s);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  const int64_t uids[3] = {kX, kW, kY};
+  void* pointers[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  st = pack.finalize();
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  return cudnnBackendExecute(handle, plan.get(), pack.get());
 }
 
 // The heuristics' engine index chosen per configuration (kNoEngine: none runs), for the
@@ -87,6 +103,19 @@ struct GraphConv::Descriptors {
 GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descriptors>()) {
   Context& ctx = context();
   cudnnHandle_t handle = ctx.cudnn;
+  std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(shape.x) +
+                    "|w" + dims_str(shape.w) + "|s" + dims_str(shape.strides) + "|p" + dims_str(shape.pads) + "|d" +
+                    dims_str(shape.dilations) + "|" + math_mode_name(shape.math);
+  int64_t cached = -1;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    auto it = engine_cache().find(key);
+    if (it != engine_cache().end()) cached = it->second;
+  }
+  const std::string unsupported = "no cuDNN graph-API engine runs convolution x" + dims_str(shape.x) + " w" +
+                                  dims_str(shape.w) + " in " + math_mode_name(shape.math);
+  if (cached == kNoEngine)  // known before: no descriptors, no heuristics query
+    throw UnsupportedGraphError(unsupported);
   const cudnnDataType_t type = cudnn_storage_type(shape.math);
   d_->x = tensor(kX, type, shape.x);
   d_->w = tensor(kW, type, shape.w);
@@ -157,19 +186,7 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
     return true;
   };
 
-  std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(shape.x) +
-                    "|w" + dims_str(shape.w) + "|s" + dims_str(shape.strides) + "|p" + dims_str(shape.pads) + "|d" +
-                    dims_str(shape.dilations) + "|" + math_mode_name(shape.math);
-  int64_t cached = -1;
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex());
-    auto it = engine_cache().find(key);
-    if (it != engine_cache().end()) cached = it->second;
-  }
   int64_t workspace = 0;
-  const std::string unsupported = "no cuDNN graph-API engine runs convolution x" + dims_str(shape.x) + " w" +
-                                  dims_str(shape.w) + " in " + math_mode_name(shape.math);
-  if (cached == kNoEngine) throw UnsupportedGraphError(unsupported);
   if (cached >= 0 && cached < returned && make_plan(cached, &d_->plan, &workspace)) {
     workspace_ = static_cast<size_t>(workspace);
     return;
@@ -198,41 +215,30 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
       cudaGetLastError();
       continue;
     }
-    std::swap(d_->plan, plan);
     const float ms = time_calls_ms(
-        [&](cudaStream_t st) { return enqueue(bx.get(), bw.get(), by.get(), ws.get(), st) == CUDNN_STATUS_SUCCESS; },
+        [&](cudaStream_t st) {
+          return execute(plan, bx.get(), bw.get(), by.get(), ws.get(), st) == CUDNN_STATUS_SUCCESS;
+        },
         s);
     if (log) std::fprintf(stderr, "rlflow graph conv %s engine %lld: %.4f ms\n", key.c_str(), static_cast<long long>(i), ms);
     if (ms >= 0 && (ms_ < 0 || ms < ms_)) {
       ms_ = ms;
       best = i;
       workspace_ = static_cast<size_t>(workspace);
+      d_->plan = std::move(plan);
     }
-    std::swap(d_->plan, plan);
   }
-  const bool found = best >= 0 && make_plan(best, &d_->plan, &workspace);
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
-    engine_cache()[key] = found ? best : kNoEngine;
+    engine_cache()[key] = best >= 0 ? best : kNoEngine;
   }
-  if (!found) throw UnsupportedGraphError(unsupported);
+  if (best < 0) throw UnsupportedGraphError(unsupported);
 }
 
 GraphConv::~GraphConv() = default;
 
 cudnnStatus_t GraphConv::enqueue(const void* x, const void* w, void* y, void* workspace, cudaStream_t s) const {
-  cudnnHandle_t handle = context().cudnn;
-  cudnnStatus_t st = cudnnSetStream(handle, s);
-  if (st != CUDNN_STATUS_SUCCESS) return st;
-  Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  const int64_t uids[3] = {kX, kW, kY};
-  void* pointers[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
-  st = pack.finalize();
-  if (st != CUDNN_STATUS_SUCCESS) return st;
-  return cudnnBackendExecute(handle, d_->plan.get(), pack.get());
+  return execute(d_->plan, x, w, y, workspace, s);
 }
 
 }  // namespace cuda

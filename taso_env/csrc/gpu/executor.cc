@@ -291,9 +291,14 @@ void Executor::read_output(int i, void* data, size_t bytes) const {
     return;
   }
   // A 16-bit float tensor: cast to float32 on the device, then copy.
-  DeviceBuffer staging(bytes);
-  launch_cast(stored(t.dtype), t.dtype, from, staging.get(), t.num_elements(), context().stream);
-  copy_to_host(data, staging.get(), bytes);
+  void* buf = staging(bytes);
+  launch_cast(stored(t.dtype), t.dtype, from, buf, t.num_elements(), context().stream);
+  copy_to_host(data, buf, bytes);
+}
+
+void* Executor::staging(size_t bytes) const {
+  if (staging_.bytes() < bytes) staging_ = DeviceBuffer(bytes);
+  return staging_.get();
 }
 
 int Executor::stored(int dtype) const { return stored_dtype(dtype, res_->float_dtype); }
@@ -309,10 +314,10 @@ void Executor::upload(const TensorType& t, const void* data, void* to) {
     return;
   }
   // Host float32 into a 16-bit tensor: copy, then cast on the device (weights cast at load).
-  DeviceBuffer staging(bytes);
-  copy_to_device(staging.get(), data, bytes);
-  launch_cast(t.dtype, stored(t.dtype), staging.get(), to, t.num_elements(), context().stream);
-  RLFLOW_CUDA(cudaStreamSynchronize(context().stream));
+  void* buf = staging(bytes);
+  copy_to_device(buf, data, bytes);
+  launch_cast(t.dtype, stored(t.dtype), buf, to, t.num_elements(), context().stream);
+  RLFLOW_CUDA(cudaStreamSynchronize(context().stream));  // the buffer is reused by the next copy
 }
 
 void Executor::capture() {

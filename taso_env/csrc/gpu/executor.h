@@ -126,6 +126,9 @@ class Executor {
   size_t stored_bytes(const TensorType& t) const;
   // Copies host data of graph type `t` to device memory `to`, cast to the stored dtype.
   void upload(const TensorType& t, const void* data, void* to);
+  // A float32 device buffer of at least `bytes` for the casts of 16-bit modes, kept and
+  // grown across calls (feeds and outputs pass through it on every run).
+  void* staging(size_t bytes) const;
   void fold_constants();
   void enqueue_steps(cudaStream_t s) const;
   void capture();
@@ -135,6 +138,7 @@ class Executor {
   ExecutorOptions options_;
   std::vector<std::vector<size_t>> offsets_;  // per op, per output: arena offset (SIZE_MAX: none)
   DeviceBuffer arena_;
+  mutable DeviceBuffer staging_;
   std::unique_ptr<StepResources> res_;
   std::vector<Step> const_steps_;
   std::vector<Step> steps_;

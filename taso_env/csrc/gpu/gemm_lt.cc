@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "library_util.h"
+
 namespace taso {
 namespace cuda {
 namespace {
@@ -66,15 +68,6 @@ int alignment(const void* p) {
   return a;
 }
 
-// cuBLASLt's type of the stored matrices in `math`.
-cudaDataType_t storage_type(MathMode math) {
-  switch (math) {
-    case MathMode::kFP16: return CUDA_R_16F;
-    case MathMode::kBF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-  }
-}
-
 
 std::mutex& cache_mutex() {
   static std::mutex m;
@@ -117,8 +110,7 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   Context& ctx = context();
 
   const Mapping m = map_config(cfg);
-  cublasComputeType_t compute = cfg.math == MathMode::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  RLFLOW_CUBLAS(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
+  RLFLOW_CUBLAS(cublasLtMatmulDescCreate(&desc_, cublas_compute_type(cfg.math), CUDA_R_32F));
   RLFLOW_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &m.a.op, sizeof m.a.op));
   RLFLOW_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &m.b.op, sizeof m.b.op));
   cublasLtEpilogue_t epi = cfg.bias ? (cfg.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
@@ -126,7 +118,7 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   RLFLOW_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   if (cfg.bias)
     RLFLOW_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p_.bias, sizeof p_.bias));
-  const cudaDataType_t type = storage_type(cfg.math);
+  const cudaDataType_t type = cuda_storage_type(cfg.math);
   create_layout(&a_desc_, type, m.a, cfg.batch, cfg.b.batch_stride);
   create_layout(&b_desc_, type, m.b, cfg.batch, cfg.a.batch_stride);
   create_layout(&d_desc_, type, m.d, cfg.batch, cfg.d.batch_stride);

@@ -288,44 +288,27 @@ __global__ void batchnorm_kernel(const T* x, const T* scale, const T* bias, cons
   }
 }
 
+// The float storage types (float_storage.cuh) and double.
 template <typename F>
 void by_float_dtype(int dtype, F&& f) {
-  switch (dtype) {
-    case kFloat32: f(float{}); break;
-    case kFloat64: f(double{}); break;
-    case kFloat16: f(__half{}); break;
-    case kBFloat16: f(__nv_bfloat16{}); break;
-    default: throw UnsupportedGraphError("dtype " + dtype_name(dtype) + " is not supported by this kernel");
-  }
+  if (dtype == kFloat64) f(double{});
+  else by_float_storage(dtype, f);
 }
 
+// by_float_dtype's types, int32 and int64.
 template <typename F>
 void by_numeric_dtype(int dtype, F&& f) {
-  switch (dtype) {
-    case kFloat32: f(float{}); break;
-    case kFloat64: f(double{}); break;
-    case kFloat16: f(__half{}); break;
-    case kBFloat16: f(__nv_bfloat16{}); break;
-    case kInt32: f(int32_t{}); break;
-    case kInt64: f(int64_t{}); break;
-    default: throw UnsupportedGraphError("dtype " + dtype_name(dtype) + " is not supported by this kernel");
-  }
+  if (dtype == kInt32) f(int32_t{});
+  else if (dtype == kInt64) f(int64_t{});
+  else by_float_dtype(dtype, f);
 }
 
+// by_numeric_dtype's types, int8, uint8 and bool (stored as uint8).
 template <typename F>
 void by_any_dtype(int dtype, F&& f) {
-  switch (dtype) {
-    case kFloat32: f(float{}); break;
-    case kFloat64: f(double{}); break;
-    case kFloat16: f(__half{}); break;
-    case kBFloat16: f(__nv_bfloat16{}); break;
-    case kInt32: f(int32_t{}); break;
-    case kInt64: f(int64_t{}); break;
-    case kInt8: f(int8_t{}); break;
-    case kUInt8:
-    case kBool: f(uint8_t{}); break;
-    default: throw UnsupportedGraphError("dtype " + dtype_name(dtype) + " is not supported by this kernel");
-  }
+  if (dtype == kInt8) f(int8_t{});
+  else if (dtype == kUInt8 || dtype == kBool) f(uint8_t{});
+  else by_numeric_dtype(dtype, f);
 }
 
 }  // namespace

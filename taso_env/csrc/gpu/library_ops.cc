@@ -9,22 +9,6 @@
 
 namespace taso {
 namespace cuda {
-namespace {
-
-// cuBLAS's type of the stored matrices, and the compute type: float accumulation, TF32
-// tensor cores in tf32 only.
-cudaDataType_t cublas_storage_type(MathMode math) {
-  switch (math) {
-    case MathMode::kFP16: return CUDA_R_16F;
-    case MathMode::kBF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-  }
-}
-cublasComputeType_t cublas_compute_type(MathMode math) {
-  return math == MathMode::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
-
-}  // namespace
 
 PoolOp::PoolOp(const PoolConfig& cfg) : dtype_(float_storage(cfg.math)) {
   params_.n = cfg.x[0];
@@ -169,7 +153,7 @@ void MatMulOp::run(cudaStream_t s) const {
   set_cublas_math(math_);
   float one = 1.f, zero = 0.f;
   int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
-  const cudaDataType_t t = cublas_storage_type(math_);
+  const cudaDataType_t t = cuda_storage_type(math_);
   // Row-major C = A B is column-major C^T = B^T A^T.
   if (mode_ == kSingle) {
     RLFLOW_CUBLAS(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b_, t, n, a_, t, k, &zero, y_, t, n,
@@ -206,7 +190,7 @@ void GemmOp::run(const void* a, const void* b, const void* c, void* y, cudaStrea
     beta = beta_;
   }
   int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
-  const cudaDataType_t t = cublas_storage_type(math_);
+  const cudaDataType_t t = cuda_storage_type(math_);
   RLFLOW_CUBLAS(cublasGemmEx(ctx.cublas, tb_ ? CUBLAS_OP_T : CUBLAS_OP_N, ta_ ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
                              &alpha_, b, t, tb_ ? k : n, a, t, ta_ ? m : k, &beta, y, t, n, CUBLAS_COMPUTE_32F,
                              CUBLAS_GEMM_DEFAULT));

@@ -26,6 +26,19 @@ inline cudnnDataType_t cudnn_storage_type(MathMode math) {
   }
 }
 
+// cuBLAS's type of the stored matrices in `math`, and the compute type: float
+// accumulation, TF32 tensor cores in tf32 only.
+inline cudaDataType_t cuda_storage_type(MathMode math) {
+  switch (math) {
+    case MathMode::kFP16: return CUDA_R_16F;
+    case MathMode::kBF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+inline cublasComputeType_t cublas_compute_type(MathMode math) {
+  return math == MathMode::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 inline void set_nchw(cudnnTensorDescriptor_t d, const std::vector<int64_t>& s, MathMode math) {
   RLFLOW_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_storage_type(math), static_cast<int>(s[0]),
                                           static_cast<int>(s[1]), static_cast<int>(s[2]), static_cast<int>(s[3])));
