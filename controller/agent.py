@@ -62,6 +62,9 @@ class LookaheadConfig:
         step_cost: charged per rewrite (in % of the start cost, as rewards are).
         detour_cost: charged in addition for a rewrite that does not reduce the runtime.
         expand: best-scored candidates looked at one real rewrite further (0 = none).
+        detour_rules: rules with the largest positive learned advantage whose
+            non-improving candidates are also looked at one rewrite further (0 = none).
+        detour_locations: of each such rule, the locations looked at (smallest loss first).
         temperature: of the softmax when exploring.
     """
 
@@ -69,6 +72,8 @@ class LookaheadConfig:
     step_cost: float = 0.02
     detour_cost: float = 0.25
     expand: int = 4
+    detour_rules: int = 3
+    detour_locations: int = 8
     temperature: float = 0.5
 
 
@@ -84,6 +89,8 @@ class ControllerAgent:
         self.lookahead = lookahead or LookaheadConfig()
         self.explore = (not greedy) if explore is None else explore
         self.state = None
+        self.visited: set[int] = set()  # hashes of the graphs this episode went through
+        self._child_hash: dict[int, int] = {}  # candidate index -> hash of its graph (looked-at ones)
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
         self._encode = tf.function(vae.encode, input_signature=[graphs_tuple_signature()])
@@ -133,15 +140,36 @@ class ControllerAgent:
         # A rewrite that saves runtime is always worth its step: whatever the learned terms
         # say, it scores above stop (so the agent never stops short of a local optimum).
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
-        if la.expand > 0:
-            for k in np.argsort(-score, kind="stable")[:la.expand]:
-                xfer, loc = actions[k]
-                child = self.env.graph.apply(self.env.candidates(xfer)[loc], rules=self.env.rules)
-                deltas = [c.cost_delta for c in child.candidates(rules=self.env.rules, model=self.env.cost_model)]
-                if deltas:
-                    best = self._immediate(-100.0 * np.asarray(deltas) / info["initial_cost"]).max()
-                    score[k] += la.gamma * max(0.0, float(best))
+        picks = list(np.argsort(-score, kind="stable")[:la.expand])
+        picks += [k for k in self._detours(future, np.asarray(rule_of), rewards) if k not in picks]
+        self._child_hash = {}
+        for k in picks:
+            xfer, loc = actions[k]
+            child = self.env.graph.apply(self.env.candidates(xfer)[loc], rules=self.env.rules)
+            self._child_hash[k] = child.hash()
+            if child.hash() in self.visited:  # a detour's undo: never walk in circles
+                score[k] = -np.inf
+                continue
+            deltas = [c.cost_delta for c in child.candidates(rules=self.env.rules, model=self.env.cost_model)]
+            if deltas:
+                best = self._immediate(-100.0 * np.asarray(deltas) / info["initial_cost"]).max()
+                score[k] += la.gamma * max(0.0, float(best))
         return actions, score, mu
+
+    def _detours(self, advantage: np.ndarray, rule_of: np.ndarray, rewards: np.ndarray) -> list[int]:
+        """Candidates (indices) worth a real look although they save nothing now: the
+        non-improving locations of the `detour_rules` rules whose successors M and C value
+        most above the others (positive learned advantage only), `detour_locations` per
+        rule, the smallest loss first."""
+        la = self.lookahead
+        if la.detour_rules <= 0:
+            return []
+        out = []
+        ranked = [k for k in np.argsort(-advantage, kind="stable") if advantage[k] > 0][:la.detour_rules]
+        for k in ranked:
+            locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
+            out += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])
+        return out
 
     def _immediate(self, rewards: np.ndarray) -> np.ndarray:
         """Real reward less the step charge and, for a rewrite that saves nothing, the detour charge."""
@@ -151,6 +179,7 @@ class ControllerAgent:
         if info["step"] == 0 or self.state is None:
             self.state = self.mdnrnn.initial_state(1)
             self.trace = []
+            self.visited = {self.env.graph.hash()}
         stop = len(info["xfer_mask"]) - 1
         actions, score, mu = self.scores(obs, info)
         actions.insert(0, (stop, 0))  # first, so that it wins ties
@@ -163,5 +192,9 @@ class ControllerAgent:
         xfer, loc = actions[k]
         self.trace.append((int(info["step"]), xfer, loc, float(score[k])))
         if xfer != stop:
+            child = self._child_hash.get(k - 1)
+            if child is None:
+                child = self.env.graph.apply(self.env.candidates(xfer)[loc], rules=self.env.rules).hash()
+            self.visited.add(child)
             _, self.state = self.mdnrnn.step(mu, tf.constant([xfer], tf.int32), self.state)
         return np.array([xfer, loc])

@@ -125,3 +125,31 @@ def test_families_split_held_out_graphs_by_model_family():
     assert family("squeezenet1_1") == family("squeezenet") and family("vit_b_16") == family("vit_base")
     assert split(["resnet18", "bert_base", "nasrnn"], ["resnet50", "nasrnn"]) == {
         "resnet18": "train", "bert_base": "held-out", "nasrnn": "train"}
+
+
+def test_a_learned_detour_is_verified_one_rewrite_further_and_beats_greedy():
+    """Where M and C value a rule's successors above the others, its non-improving
+    locations are looked at one real rewrite further: squeezenet's 1x1 expand convs,
+    enlarged to 3x3 (a loss now), merge with their 3x3 siblings (a larger gain next),
+    which greedy never reaches. The episode never returns to a graph it left."""
+    from taso_env import rules as rules_module
+    from taso_env.env.episode import run_episode
+    from taso_env.env.policies import GreedyPolicy
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("squeezenet", horizon=40)
+    greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
+    enlarge = rules_module.default().names().index("enlarge_conv_1x1_to_3x3")
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    agent.lookahead = type(agent.lookahead)(gamma=1.0, step_cost=0.0, expand=4, detour_rules=1, detour_locations=8)
+    agent.future_values = lambda mu, rules: np.where(rules == enlarge, 1e-3, 0.0)
+    mine = run_episode(env, agent, 0, record=False)
+    assert mine.metrics["final_cost"] < greedy.metrics["final_cost"] * (1 - 1e-3)
+    taken = [xfer for _, xfer, _, _ in agent.trace]
+    assert enlarge in taken
+    assert len(agent.visited) == len(taken)  # start + one new graph per rewrite (the last action is stop)
+    # Without the learned preference the same agent is greedy.
+    plain = _untrained_agent(env, value=0.0, step_cost=0.0)
+    plain.lookahead = agent.lookahead
+    assert run_episode(env, plain, 0, record=False).metrics["final_cost"] == pytest.approx(
+        greedy.metrics["final_cost"], rel=1e-9)
