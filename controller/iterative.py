@@ -1,6 +1,7 @@
 """Iterative training (the World Models loop): after the first controller, each round
-collects new real episodes with the current controller, retrains V and M on all
-rollouts (resuming, with as many more steps as before), then trains the controller
+collects new real episodes with the current controller, retrains V on all rollouts
+(resuming, with as many more steps as before) and M on them afresh (its inputs are V's
+latents, which moved), then trains the controller
 further in the new dream. After every round the controller is played once on each
 training graph (real env; these evaluation steps are not training data) and the point
 (real env steps in the rollouts so far, mean speedup) is appended to
@@ -60,14 +61,16 @@ def controller_quality(run_dir: Path, horizon: int = 200, seed: int = 0) -> dict
             "speedups": speedups}
 
 
-def _retrain(run_dir: Path, command: str, stage: str) -> None:
-    """Resumes a stage's training with twice its steps, as `rlflow <command>` in a child
-    process (TensorFlow state of this process stays as it is)."""
+def _retrain(run_dir: Path, command: str, stage: str, restart: bool = False) -> None:
+    """A stage's training again, as `rlflow <command>` in a child process (TensorFlow
+    state of this process stays as it is): resumed with twice its steps, or with
+    `restart` from scratch with its steps (M, whose inputs — V's latents — changed)."""
     from rlflow.pipeline import run_stage
 
     steps = int(load_stage_config(str(run_dir), stage)["training"]["steps"])
     run_dir = run_dir.resolve()
-    run_stage(command, ["--run", str(run_dir), "--steps", str(2 * steps)], cwd=run_dir)
+    extra = ["--steps", str(steps), "--restart"] if restart else ["--steps", str(2 * steps)]
+    run_stage(command, ["--run", str(run_dir), *extra], cwd=run_dir)
 
 
 def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int, episodes_per_iteration: int,
@@ -82,7 +85,7 @@ def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int,
     for k in range(1, iterations):
         real_steps = collect_with_controller(run_dir, episodes_per_iteration, seed=config.seed + 100_000 * k)
         _retrain(run_dir, "train-vae", "vae")
-        _retrain(run_dir, "train-mdnrnn", "mdnrnn")
+        _retrain(run_dir, "train-mdnrnn", "mdnrnn", restart=True)
         result = train_controller(run_dir, dataclasses.replace(config, updates=config.updates * (k + 1)))
         rounds.append({**result, "collected_real_steps": real_steps})
         curve.append(controller_quality(run_dir))

@@ -223,13 +223,13 @@ cdef class CoreCostModel:
             raise ValueError("cost model wrapper holds no C++ model")
         return self.ptr
 
-    def op_costs(self, CoreGraph graph):
+    def op_costs(self, CoreGraph graph not None):
         return list(deref(self.cptr()).op_costs_ms(deref(graph.g)))
 
-    def graph_cost(self, CoreGraph graph):
+    def graph_cost(self, CoreGraph graph not None):
         return deref(self.cptr()).graph_cost_ms(deref(graph.g))
 
-    def graph_cost_units(self, CoreGraph graph):
+    def graph_cost_units(self, CoreGraph graph not None):
         """The graph cost as an exact integer of cost units (1e-12 ms), as search sums it."""
         return deref(self.cptr()).graph_cost_units(deref(graph.g))
 
@@ -309,7 +309,7 @@ cdef class TableModel(CoreCostModel):
         deref(self.model).clear_measurer()
 
 
-def op_signatures(CoreGraph graph, CoreCostModel analytic=None):
+def op_signatures(CoreGraph graph not None, CoreCostModel analytic=None):
     """[(op id, op type, signature, analytic ms)] of every computing, non-constant op
     (the ops a cost model charges); analytic ms is 0 without `analytic`."""
     cdef vector[char] constant = constant_ops(deref(graph.g))
@@ -431,26 +431,26 @@ cdef class CoreRuleSet:
     def __len__(self):
         return deref(self.rules).size()
 
-    def candidates(self, CoreGraph graph, CoreCostModel model, int rule_id=-1):
+    def candidates(self, CoreGraph graph not None, CoreCostModel model not None, int rule_id=-1):
         """[(rule_id, location tuple, cost delta ms)] for every valid match."""
         cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.cptr()), rule_id,
                                                                     False)
         return [(c.rule_id, tuple(c.location), c.cost_delta) for c in cands]
 
-    def candidate_effects(self, CoreGraph graph, CoreCostModel model, int rule_id=-1):
+    def candidate_effects(self, CoreGraph graph not None, CoreCostModel model not None, int rule_id=-1):
         """[(rule_id, location, cost delta in cost units, child hash)]: what the search
         uses, computed without building any child graph."""
         cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.cptr()), rule_id,
                                                                     True)
         return [(c.rule_id, tuple(c.location), c.cost_delta_units, c.child_hash) for c in cands]
 
-    def apply(self, CoreGraph graph, int rule_id, location):
+    def apply(self, CoreGraph graph not None, int rule_id, location):
         cdef vector[int] loc = list(location)
         cdef CoreGraph out = CoreGraph.__new__(CoreGraph)
         out.g = make_unique[Graph](deref(self.rules).apply(deref(graph.g), rule_id, loc))
         return out
 
-    def search(self, str method, CoreGraph graph, CoreCostModel model, double alpha=1.05, int budget=1000,
+    def search(self, str method, CoreGraph graph not None, CoreCostModel model not None, double alpha=1.05, int budget=1000,
                int max_steps=10000, int max_ops=40, int max_states=20000, bint incremental=True,
                int store_ops=150000):
         """Runs greedy / backtracking / exhaustive search; returns (CoreGraph, stats)."""

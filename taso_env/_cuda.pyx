@@ -97,7 +97,7 @@ cdef class GpuExecutor:
     cdef unique_ptr[Executor] ex
     cdef object _dtypes
 
-    def __cinit__(self, CoreGraph graph, str math="fp32", host_fed_ops=(), unsigned long long seed=0, plan=None,
+    def __cinit__(self, CoreGraph graph not None, str math="fp32", host_fed_ops=(), unsigned long long seed=0, plan=None,
                   known_scalars=None):
         cdef ExecutorOptions opts
         cdef OpPlan p
@@ -174,7 +174,7 @@ cdef class GpuExecutor:
         self.ex.reset()
 
 
-def measure_ops(CoreGraph graph, str math="fp32"):
+def measure_ops(CoreGraph graph not None, str math="fp32"):
     """Measures every computing, non-constant op of the graph (each configuration once).
 
     Returns (costs, skipped): costs = [(signature, op type, ms, analytic ms)], skipped =
@@ -185,7 +185,7 @@ def measure_ops(CoreGraph graph, str math="fp32"):
             [s.decode() for s in skipped])
 
 
-def measure_op(CoreGraph graph, int op_id, str math="fp32", int copies=100, int warmup=2, int repeats=5,
+def measure_op(CoreGraph graph not None, int op_id, str math="fp32", int copies=100, int warmup=2, int repeats=5,
                int threads=0, int items_per_thread=0):
     """Milliseconds of op `op_id` of the graph run in isolation (cached per signature and
     launch parameters)."""
@@ -219,7 +219,7 @@ def install_measurer(TableModel model, str math="fp32"):
     install_cuda_measurer(deref(model.model), _math(math))
 
 
-def graph_fusion_sites(CoreGraph graph, host_fed_ops=()):
+def graph_fusion_sites(CoreGraph graph not None, host_fed_ops=()):
     """The convolutions whose epilogue the executor fuses by default:
     [{conv, last, mid, residual, activation}] (op ids; mid -1 when none)."""
     cdef vector[int] hf
@@ -230,7 +230,7 @@ def graph_fusion_sites(CoreGraph graph, host_fed_ops=()):
             for s in sites]
 
 
-def conv_choice_space(CoreGraph graph, int conv_id, bint fused_epilogue, host_fed_ops=(), str math="fp32"):
+def conv_choice_space(CoreGraph graph not None, int conv_id, bint fused_epilogue, host_fed_ops=(), str math="fp32"):
     """Every cuDNN choice for Conv2D `conv_id`, timed as the executor runs it:
     [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
     cdef vector[int] hf

@@ -25,6 +25,10 @@ class GraphError(TasoEnvError, ValueError):
     """The graph structure is invalid: bad tensor reference, duplicate name, ..."""
 
 
+class BuilderUsedError(GraphError):
+    """A GraphBuilder was used after it built its graph."""
+
+
 class CycleError(GraphError):
     """The op dependencies contain a cycle (names ops on it)."""
 

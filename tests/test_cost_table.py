@@ -239,3 +239,37 @@ def test_cuda_model_without_a_gpu_is_a_clear_error():
         pytest.skip("a GPU is available here")
     with pytest.raises(CostModelError, match="not available"):
         make_cost_model("cuda")
+
+
+def test_greedy_path_descends_to_greedy_local_optimum_in_evenly_spaced_graphs():
+    model = make_cost_model("table:data/costs/h100_fp32.h5")
+    g = te.graphs.build("nasrnn", seed=None)
+    full = cost_table.greedy_path(g, 10_000, model=model)
+    costs = [model.graph_cost(x) for x in [g] + full]
+    assert len(full) > 10 and all(b < a for a, b in zip(costs, costs[1:]))  # strictly down every step
+    assert full[-1].cost(model) == pytest.approx(te.search(g, "greedy", model=model).final_cost, rel=1e-9)
+    spaced = cost_table.greedy_path(g, 5, model=model)
+    assert [x.hash() for x in spaced] == [full[round(i * (len(full) - 1) / 4)].hash() for i in range(5)]
+    assert cost_table.greedy_path(full[-1], 5, model=model) == []  # at the optimum: nothing left
+
+
+def test_commuted_adds_and_muls_share_one_entry_so_commuting_gains_nothing():
+    b = te.GraphBuilder("bias", seed=0)
+    x, bias = b.input("x", [1, 128, 768]), b.weight("bias", [768])
+    b.output(b.add(x, bias), "y")
+    b.output(b.add(bias, x), "z")
+    b.output(b.mul(bias, x), "w")
+    g = b.build()
+    sigs = [s for _, _, s, _ in _signatures(g)]
+    assert sigs[0] == sigs[1] == "Add||float32[1,128,768],float32[768]|float32[1,128,768]"
+    assert sigs[2].startswith("Mul||float32[1,128,768],float32[768]|")
+    # A table written with the other order (older files) still answers for both.
+    model = TableCostModel(CostTable(DEVICE, "fp32", {"Add||float32[768],float32[1,128,768]|float32[1,128,768]":
+                                                      (0.004, 0.003)}), device=DEVICE)
+    adds = [i for i, op in enumerate(g.ops) if op.type == "Add"]
+    assert [model.op_costs(g)[i] for i in adds] == pytest.approx([0.004, 0.004])
+    # On the shipped table no commute rewrite of BERT changes the estimate.
+    shipped = make_cost_model("table:data/costs/h100_fp32.h5")
+    commuted = [c for c in te.graphs.build("bert_base", seed=None).candidates(model=shipped)
+                if c.rule_name in ("commute_add", "commute_mul")]
+    assert commuted and all(c.cost_delta == 0 for c in commuted)

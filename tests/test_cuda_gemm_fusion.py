@@ -110,6 +110,10 @@ def _graph(pattern: str) -> te.Graph:
         y = b.matmul(b.mul(x, b.weight("cq", [1], value=np.float32(0.5))),
                      b.mul(b.weight("ck", [], value=np.float32(-2.0)), k))
         y = b.matmul(b.mul(y, b.input("c", [1])), b.weight("w", [24, 8]))
+    elif pattern == "divided_operands":  # x / c folds into alpha (as 1 / c); c / x does not
+        k = b.transpose(b.input("k", [2, 24, 32]), [0, 2, 1])
+        y = b.matmul(b.op("Div", [x, b.weight("cq", [], value=np.float32(8.0))]),
+                     b.op("Div", [b.weight("ck", [1], value=np.float32(-2.0)), k]))
     elif pattern == "constant_gathers":  # ViT's packed QKV: Gathers of known indices are slices
         qkv = b.transpose(b.reshape(b.linear(b.input("s", [24, 32]), 96), [24, 3, 32]), [1, 0, 2])
         q, k, v = (b.op("Gather", [qkv, b.weight(f"i{j}", [], dtypes.INT64, value=np.int64(j - 3 * (j == 2)))],
@@ -125,7 +129,8 @@ PATTERNS = ["bias", "bias_swapped", "bias_residual", "residual_through_reshape",
             "gemm_transposes_and_alpha", "gemm_beta_not_one", "relu_matmul", "bias_read_twice",
             "bias_is_output", "broadcast_not_bias", "attention", "transpose_also_read_by_layernorm",
             "transpose_is_output", "reshape_of_transpose_needs_copy", "chained_transposes",
-            "shared_weight_batched", "broadcast_batch_a", "vector_operand", "scaled_operands", "constant_gathers"]
+            "shared_weight_batched", "broadcast_batch_a", "vector_operand", "scaled_operands", "divided_operands",
+            "constant_gathers"]
 
 
 @pytest.mark.parametrize("fuse", [True, False])

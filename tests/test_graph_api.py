@@ -44,6 +44,22 @@ def test_builder_errors_are_typed_and_name_the_op():
         b.output(x, "o")
 
 
+def test_a_used_builder_and_a_graph_less_core_are_typed_errors_not_crashes():
+    b = te.GraphBuilder("once")
+    b.output(b.op("Relu", [b.input("x", [2, 3])]), "y")
+    g = b.build()
+    with pytest.raises(errors.BuilderUsedError, match="'once' already built"):
+        b.build()
+    from taso_env import _core
+
+    model = _core.AnalyticModel("h100")
+    with pytest.raises(TypeError):
+        model.op_costs(None)  # the C++ entry points refuse None instead of dereferencing it
+    with pytest.raises(TypeError):
+        _core.op_signatures(None)
+    assert model.graph_cost(g._core) > 0
+
+
 def test_ops_expose_types_attrs_and_shapes():
     g = _two_branch(False)
     conv = next(o for o in g.ops if o.type == "Conv2D")

@@ -101,3 +101,28 @@ def test_a_dream_that_touches_the_real_env_fails_the_purity_check(smoke_run, tmp
             train_controller(copy, config, restart=True)
     monkeypatch.setattr(dream_env.Dream, "step", real_step)
     assert train_controller(copy, config, restart=True)["real_work_units_during_training"] == 0
+
+
+def test_iterative_training_collects_with_the_controller_and_retrains_v_and_m(smoke_run, tmp_path):
+    """A second World-Models round: real episodes played by the controller are appended
+    to the rollouts, V resumes, M retrains on V's new latents, the controller trains on;
+    the learning curve gets one point per round."""
+    import shutil
+
+    from controller.iterative import iterate
+    from controller.ppo import PPOConfig
+    from controller.training import ControllerTrainConfig
+    from taso_env.env.rollouts import RolloutReader
+
+    run, _ = smoke_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    before = RolloutReader(copy / "rollouts.h5").total_steps()
+    config = ControllerTrainConfig(updates=2, ppo=PPOConfig(num_dreams=4, rollout_steps=2, minibatches=1, epochs=1))
+    result = iterate(copy, config, iterations=2, episodes_per_iteration=2, restart=True)
+    assert len(result["rounds"]) == 2 and result["rounds"][1]["collected_real_steps"] >= 2
+    assert RolloutReader(copy / "rollouts.h5").total_steps() == before + result["rounds"][1]["collected_real_steps"]
+    assert json.loads((copy / "vae" / "config.json").read_text())["training"]["steps"] == 20  # resumed, twice
+    curve = json.loads((copy / "controller" / "curve.json").read_text())
+    assert [p["real_env_steps"] for p in curve] == [before, before + result["rounds"][1]["collected_real_steps"]]
+    assert all(p["mean_speedup"] >= 1.0 for p in curve)

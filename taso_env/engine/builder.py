@@ -20,6 +20,7 @@ import numpy as np
 
 from taso_env import _core, dtypes
 from taso_env.engine.graph import Graph, TensorRef
+from taso_env.errors import BuilderUsedError
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
 
@@ -103,7 +104,12 @@ class GraphBuilder:
         self._core.add_output(tuple(tensor.ref), name)
 
     def build(self, metadata: dict | None = None) -> Graph:
-        """The finished graph. The builder must not be used afterwards."""
+        """The finished graph. The builder must not be used afterwards.
+
+        Raises:
+            BuilderUsedError: the builder already built its graph."""
+        if self._core is None:
+            raise BuilderUsedError(f"builder {self.name!r} already built its graph; start a new GraphBuilder")
         core, self._core = self._core, None
         return Graph(core, self._weights, self.name, metadata)
 

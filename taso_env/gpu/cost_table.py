@@ -270,6 +270,23 @@ def random_rewrites(graph, count: int, *, max_steps: int = 30, seed: int = 0, ru
     return out
 
 
+def greedy_path(graph, count: int, *, model=None, rules=None) -> list:
+    """Up to `count` graphs along greedy descent from `graph` under `model` (the original
+    excluded), evenly spaced over the path: the graphs whose ranking decides what search
+    keeps, from the original's runtime down to the local optimum's."""
+    path, g = [], graph
+    while True:
+        cands = g.candidates(rules=rules, model=model)
+        best = min(cands, key=lambda c: c.cost_delta, default=None)
+        if best is None or best.cost_delta >= 0:
+            break
+        g = g.apply(best, rules=rules)
+        path.append(g)
+    if len(path) <= count:
+        return path
+    return [path[round(i * (len(path) - 1) / (count - 1))] for i in range(count)] if count > 1 else path[-1:]
+
+
 def explore(graph, *, greedy_steps: int = 5, random_walks: int = 0, walk_length: int = 10,
             max_candidates: int = 64, seed: int = 0, rules=None) -> list:
     """Graphs whose op configurations search reaches from `graph`: the graph itself and,

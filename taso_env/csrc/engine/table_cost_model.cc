@@ -97,6 +97,17 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Tables written before Add / Mul signatures were ordered may hold either order.
+std::string canonical_signature(const std::string& signature) {
+  const std::string type = type_of_signature(signature);
+  if (type != "Add" && type != "Mul") return signature;
+  const std::vector<std::string> parts = split(signature, '|');
+  if (parts.size() != 4) return signature;
+  const std::vector<std::string> in = split_types(parts[2]);
+  if (in.size() != 2 || !(in[1] < in[0])) return signature;
+  return parts[0] + "|" + parts[1] + "|" + in[1] + "," + in[0] + "|" + parts[3];
+}
+
 }  // namespace
 
 std::string op_signature(const Op& op, const std::vector<TensorType>& input_types) {
@@ -126,9 +137,15 @@ std::string op_signature(const Op& op, const std::vector<TensorType>& input_type
     out += kv.first + "=" + kv.second;
   }
   out += '|';
-  for (size_t i = 0; i < input_types.size(); ++i) {
+  std::vector<std::string> inputs(input_types.size());
+  for (size_t i = 0; i < input_types.size(); ++i) append_type(inputs[i], input_types[i]);
+  // Add and Mul cost the same either way round (the executor runs both orders as one
+  // kernel): one entry, inputs in sorted order, so no rewrite gains from commuting them.
+  if ((op.type == OpType::kAdd || op.type == OpType::kMul) && inputs.size() == 2 && inputs[1] < inputs[0])
+    std::swap(inputs[0], inputs[1]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
     if (i) out += ',';
-    append_type(out, input_types[i]);
+    out += inputs[i];
   }
   out += '|';
   for (size_t i = 0; i < op.outputs.size(); ++i) {
@@ -195,14 +212,16 @@ void TableCostModel::set(const std::string& signature, double ms, double analyti
   if (signature.empty() || signature.find('|') == std::string::npos)
     throw ValueError("cost table: malformed op signature '" + signature + "'");
   if (!(ms >= 0)) throw ValueError("cost table: negative or NaN cost for '" + signature + "'");
-  table_[signature] = CostEntry{ms, analytic_ms};
+  table_[canonical_signature(signature)] = CostEntry{ms, analytic_ms};
   scales_dirty_ = true;
 }
 
-bool TableCostModel::contains(const std::string& signature) const { return table_.count(signature) > 0; }
+bool TableCostModel::contains(const std::string& signature) const {
+  return table_.count(canonical_signature(signature)) > 0;
+}
 
 double TableCostModel::get(const std::string& signature) const {
-  auto it = table_.find(signature);
+  auto it = table_.find(canonical_signature(signature));
   if (it == table_.end()) throw IndexError("cost table has no entry for '" + signature + "'");
   return it->second.ms;
 }

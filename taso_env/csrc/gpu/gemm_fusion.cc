@@ -75,21 +75,22 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
     f.a = g.inputs[0];
     f.b = g.inputs[1];
     claimed[id] = 1;
-    // Operands scaled by a known factor: the factor goes into alpha.
+    // Operands scaled by a known factor (x * c, c * x or x / c): the factor goes into alpha.
     for (TensorRef* operand : {&f.a, &f.b}) {
       const int m = operand->op;
-      if (!enabled || g.type != OpType::kMatMul || !free_op(m) || graph.op(m).type != OpType::kMul ||
-          sole_reader(m).first != id)
-        continue;
-      const Op& mul = graph.op(m);
-      for (int s = 0; s < 2; ++s) {
-        auto it = known_scalars.find(mul.inputs[1 - s].op);
-        const TensorType& x = graph.tensor_type(mul.inputs[s]);
-        const TensorType& c = graph.tensor_type(mul.inputs[1 - s]);
-        if (it == known_scalars.end() || c.num_elements() != 1 || c.dtype != kFloat32 || !(x == mul.outputs[0]))
+      if (!enabled || g.type != OpType::kMatMul || !free_op(m) || sole_reader(m).first != id) continue;
+      const Op& scale = graph.op(m);
+      const bool div = scale.type == OpType::kDiv;
+      if (scale.type != OpType::kMul && !div) continue;
+      for (int s = 0; s < (div ? 1 : 2); ++s) {  // a divisor only as the second input
+        auto it = known_scalars.find(scale.inputs[1 - s].op);
+        const TensorType& x = graph.tensor_type(scale.inputs[s]);
+        const TensorType& c = graph.tensor_type(scale.inputs[1 - s]);
+        if (it == known_scalars.end() || c.num_elements() != 1 || c.dtype != kFloat32 || !(x == scale.outputs[0]) ||
+            (div && it->second == 0.0))
           continue;
-        f.scale *= it->second;
-        *operand = mul.inputs[s];
+        f.scale *= div ? 1.0 / it->second : it->second;
+        *operand = scale.inputs[s];
         f.folded.push_back(m);
         break;
       }

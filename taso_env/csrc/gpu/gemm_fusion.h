@@ -9,7 +9,7 @@
 //  - or writes its output through a Transpose that is its only reader (the attention
 //    output's head merge), which then needs no copy;
 //  - applies the MatMul's own fused ReLU;
-//  - folds a known factor into alpha: an operand that is Mul(x, c), read only by the
+//  - folds a known factor into alpha: an operand that is Mul(x, c) or Div(x, c), read only by the
 //    MatMul, with c a one-element Weight of known value (ExecutorOptions::known_scalars;
 //    torchvision's attention scales q and k before their product).
 // Nothing that is a graph output or has a second reader is fused away.
@@ -27,7 +27,7 @@ namespace cuda {
 
 struct GemmFusion {
   int gemm = -1;           // the MatMul or Gemm op
-  TensorRef a, b;          // the operands read (x of a folded Mul(x, c), else the op's inputs)
+  TensorRef a, b;          // the operands read (x of a folded Mul / Div by c, else the op's inputs)
   double scale = 1.0;      // product of the folded factors
   int at = -1;             // the op whose position and output buffer the step takes
   bool has_bias = false;
