@@ -1,42 +1,45 @@
-"""The trained controller acting on the real environment: a one-step lookahead over
-(rule, location) candidates scored with what was learned in the dream.
+"""The trained controller acting on the real environment: a lookahead over (rule,
+location) candidates, guided by the world model and verified by the real engine.
 
 At each real step, V encodes the real observation (z = mu) and h is M's state (reset at
 every episode start). For every candidate rewrite c = (rule a, location l) the real
-engine already gives its cost delta, i.e. its immediate reward r(c) exactly; M predicts
-where rule a leads (the mixture mean z'_a, the next state h'_a and the probability
-d_a that the episode ends there) and the controller's value head, trained in the dream,
-values that state:
+engine already gives its cost delta, i.e. its immediate reward r(c) exactly. Learned
+terms (M and the controller C):
 
-    f_a         = gamma * (1 - d_a) * V_C([z'_a, h'_a])
-    score(c)    = r(c) - step_cost - detour_cost * [r(c) <= 0] + (f_a - mean over the valid rules b of f_b)
+    f_a         = gamma * (1 - d_a) * V_C([z'_a, h'_a])     C's value of where rule a leads
+                  (z'_a, h'_a: M's predicted next state; d_a: M's done probability)
+    u_a         = r^_a + gamma * max(0, max_b r^_b | after a)  M's predicted two-step return
+                  (r^: M's reward head; b over the `unlock_rules` rules M deems likeliest
+                  valid after a)
+
+    score(c)    = r(c) - step_cost - detour_cost * [r(c) <= 0]
+                  + value_weight * (f_a - mean over the valid rules b of f_b)
     score(stop) = 0
 
-A rewrite that saves runtime always scores above stop (at least 1e-6 x its saving), so the agent
-never stops while one is left; the learned terms decide which rewrite comes first and
-whether a rewrite that saves nothing (a detour) is worth taking. The learned future
-term is centred: it only says how much better one successor is than
-the others (a value head trained in an imperfect dream is biased — on the default run it
-values every state at ~+15%, so uncentred it would never stop). The agent takes the
-best-scored action, stop on ties: it stops when no rewrite's real reward plus learned
-advantage over the other successors pays for a step, and it takes a rewrite that loses
-runtime now only when the model values where it leads well above the rest — by more
-than `detour_cost`, the charge for a rewrite that does not reduce the runtime (a
-hand-set threshold on the learned advantage: on the default run the largest learned
-advantage on a plateau is ~0.1%, and with only the step cost the agent walked plateaus
-of zero-delta rewrites to the horizon). Among one rule's
-locations the future term is the same (M is conditioned on the rule), so the location
-is the one with the largest immediate reward — the location choice is this scoring,
-not a separate head.
+Then the real engine looks one rewrite further for two sets of candidates — c's score
+gains gamma * max(0, best immediate score in c's successor):
+  - the `expand` best-scored candidates;
+  - detours: the non-improving locations (`detour_locations`, smallest loss first) of the
+    `detour_rules` rules with the largest positive u_a among the rules that have such
+    locations. A rewrite that loses runtime now scores below every improving one, so
+    the top-k rarely holds one; M proposes which to try, the engine confirms that the
+    loss is paid back at the next step (squeezenet1_1's 1x1 expand convs enlarged to
+    3x3, -3%, then merged with their 3x3 siblings, +5%; nasrnn's cost-neutral MatMul
+    merges that let three-way merges follow). Greedy takes neither.
+The agent takes the best-scored action, stop on ties, and never a rewrite back to a graph
+it has left (a detour's undo is improving and would otherwise win next). A rewrite that
+saves runtime always scores above stop (at least 1e-6 x its saving), so the agent stops
+only at a graph where nothing it looked at pays; the graph it returns is the best it
+visited. Among one rule's locations the learned terms are equal (M is conditioned on the
+rule): the location is chosen by the real rewards — this scoring, not a separate head.
 
-With `expand` = k > 0 the agent also looks one real rewrite further for its k best-scored
-candidates (a cheap lookahead guided by the learned scores): the real engine applies c
-and lists the candidates of the result, and c's score gains gamma * max(0, best
-immediate score there). This finds rewrites that lose a little now and unlock a larger
-gain next (which greedy never takes), at k engine applies + enumerations per step;
-these calls are real engine work at optimisation time (counted in the real-work ledger,
-never in training). With `explore`, actions are sampled from softmax(score /
-temperature) instead (for collecting new real episodes in iterative training).
+`value_weight` is 0 by default: the value C learned in the dream, added to the scores,
+made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
+1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
+two-step proposal. The lookahead's engine calls (k + detours applies and enumerations
+per step) are real work at optimisation time, counted in the real-work ledger, never in
+training. With `explore`, actions are sampled from softmax(score / temperature) instead
+(for collecting new real episodes in iterative training).
 
 `greedy=False` alone (kept for callers of the old agent) is the same as explore=True.
 """
@@ -62,9 +65,11 @@ class LookaheadConfig:
         step_cost: charged per rewrite (in % of the start cost, as rewards are).
         detour_cost: charged in addition for a rewrite that does not reduce the runtime.
         expand: best-scored candidates looked at one real rewrite further (0 = none).
-        detour_rules: rules with the largest positive learned advantage whose
+        detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
         detour_locations: of each such rule, the locations looked at (smallest loss first).
+        value_weight: weight of C's centred value of the successor in the scores.
+        unlock_rules: next rules M tries after each rule for its two-step return.
         temperature: of the softmax when exploring.
     """
 
@@ -72,8 +77,10 @@ class LookaheadConfig:
     step_cost: float = 0.02
     detour_cost: float = 0.25
     expand: int = 4
-    detour_rules: int = 3
+    detour_rules: int = 4
     detour_locations: int = 8
+    value_weight: float = 0.0
+    unlock_rules: int = 16
     temperature: float = 0.5
 
 
@@ -94,9 +101,27 @@ class ControllerAgent:
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
         self._encode = tf.function(vae.encode, input_signature=[graphs_tuple_signature()])
-        self._future = tf.function(self._future_py, input_signature=[
-            tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([1, h], tf.float32), tf.TensorSpec([1, h], tf.float32)])
+        signature = [tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([None], tf.int32),
+                     tf.TensorSpec([1, h], tf.float32), tf.TensorSpec([1, h], tf.float32)]
+        self._future = tf.function(self._future_py, input_signature=signature)
+        self._two_step = tf.function(self._two_step_py, input_signature=signature)
+
+    def _two_step_py(self, mu, xfers, hidden, cell):
+        n, k = tf.shape(xfers)[0], min(self.lookahead.unlock_rules, self.mdnrnn.n_actions - 1)
+        state = snt.LSTMState(hidden=tf.repeat(hidden, n, axis=0), cell=tf.repeat(cell, n, axis=0))
+        out, nxt = self.mdnrnn.step(tf.repeat(mu, n, axis=0), xfers, state)
+        z_next = tf.reduce_sum(tf.nn.softmax(out.logits, -1)[..., None] * out.mu, axis=1)
+        # the k rules M deems likeliest valid after a (stop excluded), each tried from there
+        _, follow = tf.math.top_k(out.mask_logits[:, :-1], k=k)
+        state2 = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), nxt)
+        out2, _ = self.mdnrnn.step(tf.repeat(z_next, k, axis=0), tf.reshape(follow, [-1]), state2)
+        best_next = tf.reduce_max(tf.reshape(out2.reward, [n, k]), axis=1)
+        return out.reward + self.lookahead.gamma * tf.maximum(best_next, 0.0)
+
+    def two_step_returns(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:
+        """M's predicted return of rule a then the best next rule (reward units, as the
+        real rewards): r_a + gamma * max(0, max_b r_b | after a), for each a in `xfers`."""
+        return self._two_step(mu, tf.constant(xfers, tf.int32), self.state.hidden, self.state.cell).numpy()
 
     def warm_up(self) -> None:
         """Traces the tf.functions on dummy inputs (part of loading, not of optimising)."""
@@ -105,6 +130,7 @@ class ControllerAgent:
         mu, _ = self._encode(to_graphs_tuple(batch_observations([_dummy_observation()])))
         state = self.mdnrnn.initial_state(1)
         self._future(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
+        self._two_step(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
 
     def _future_py(self, mu, xfers, hidden, cell):
         n = tf.shape(xfers)[0]
@@ -133,15 +159,19 @@ class ControllerAgent:
         if not actions:
             return actions, np.zeros(0), mu
         la = self.lookahead
-        future = la.gamma * self.future_values(mu, xfers)
-        future = future - future.mean()
+        future = np.zeros(len(xfers))
+        if la.value_weight:
+            future = la.gamma * self.future_values(mu, xfers)
+            future = future - future.mean()
         rewards = np.asarray(rewards)
-        score = self._immediate(rewards) + future[np.asarray(rule_of)]
+        score = self._immediate(rewards) + la.value_weight * future[np.asarray(rule_of)]
         # A rewrite that saves runtime is always worth its step: whatever the learned terms
         # say, it scores above stop (so the agent never stops short of a local optimum).
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
         picks = list(np.argsort(-score, kind="stable")[:la.expand])
-        picks += [k for k in self._detours(future, np.asarray(rule_of), rewards) if k not in picks]
+        if la.detour_rules > 0:
+            proposal = self.two_step_returns(mu, xfers)
+            picks += [k for k in self._detours(proposal, np.asarray(rule_of), rewards) if k not in picks]
         self._child_hash = {}
         for k in picks:
             xfer, loc = actions[k]
@@ -164,11 +194,14 @@ class ControllerAgent:
         la = self.lookahead
         if la.detour_rules <= 0:
             return []
-        out = []
-        ranked = [k for k in np.argsort(-advantage, kind="stable") if advantage[k] > 0][:la.detour_rules]
-        for k in ranked:
+        out, taken = [], 0
+        for k in np.argsort(-advantage, kind="stable"):
             locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
-            out += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])
+            if advantage[k] <= 0 or taken == la.detour_rules:
+                break
+            if len(locs):  # a rule with no non-improving location takes no place
+                out += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])
+                taken += 1
         return out
 
     def _immediate(self, rewards: np.ndarray) -> np.ndarray:
