@@ -108,6 +108,15 @@ std::string canonical_signature(const std::string& signature) {
   return parts[0] + "|" + parts[1] + "|" + in[1] + "," + in[0] + "|" + parts[3];
 }
 
+// A finer scale family than the op type where ops of one type run on kernels of very
+// different efficiency: convolutions by grouping (on the H100 table dense ones measure
+// ~1x their roofline, grouped ones 4-5x). "" = the op type is the family.
+std::string scale_family(const Op& op, const std::vector<TensorType>& input_types) {
+  if (op.type != OpType::kConv2D || input_types.empty() || input_types[0].shape.size() < 2) return "";
+  const int64_t group = op.attrs.get_int("group"), channels = input_types[0].shape[1];
+  return group <= 1 ? "Conv2D/dense" : group == channels ? "Conv2D/depthwise" : "Conv2D/grouped";
+}
+
 }  // namespace
 
 std::string op_signature(const Op& op, const std::vector<TensorType>& input_types) {
@@ -245,9 +254,18 @@ void TableCostModel::refresh_scales() const {
     double r = kv.second.ms / kv.second.analytic_ms;
     ratios[type_of_signature(kv.first)].push_back(r);
     ratios[""].push_back(r);
+    if (type_of_signature(kv.first) != "Conv2D") continue;
+    try {
+      std::vector<TensorType> in;
+      Op op = op_from_signature(kv.first, &in);
+      ratios[scale_family(op, in)].push_back(r);
+    } catch (const std::exception&) {
+      // an entry of an older table that no longer parses: its type's scale only
+    }
   }
   scales_.clear();
-  for (auto& kv : ratios) scales_[kv.first] = median(kv.second);
+  for (auto& kv : ratios)
+    if (kv.second.size() >= 2 || kv.first.find('/') == std::string::npos) scales_[kv.first] = median(kv.second);
   scales_dirty_ = false;
 }
 
@@ -260,7 +278,10 @@ double TableCostModel::scale_for(const std::string& op_type) const {
 }
 
 double TableCostModel::fallback_ms(const Op& op, const std::vector<TensorType>& input_types) const {
-  return analytic_.compute_cost_ms(op, input_types) * scale_for(op_type_name(op.type));
+  const std::string family = scale_family(op, input_types);
+  refresh_scales();
+  const bool known = !family.empty() && scales_.count(family);
+  return analytic_.compute_cost_ms(op, input_types) * scale_for(known ? family : op_type_name(op.type));
 }
 
 double TableCostModel::compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const {

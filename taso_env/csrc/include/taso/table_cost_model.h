@@ -65,9 +65,11 @@ class TableCostModel : public CostModel {
   const std::set<std::string>& missed_signatures() const { return missed_; }
   void reset_counters();
 
-  // Fallback of a missing op: analytic estimate times the op type's scale (median of
-  // measured / analytic over the op type's entries; over all entries when the type has
-  // none; 1 for an empty table).
+  // Fallback of a missing op: analytic estimate times its family's scale (median of
+  // measured / analytic over the family's entries): convolutions by grouping
+  // ("Conv2D/dense", "Conv2D/depthwise", "Conv2D/grouped", where the table has two such
+  // entries), else the op type; over all entries when the type has none; 1 for an
+  // empty table.
   double fallback_ms(const Op& op, const std::vector<TensorType>& input_types) const;
   double scale_for(const std::string& op_type) const;
   const AnalyticCostModel& analytic() const { return analytic_; }
@@ -78,7 +80,7 @@ class TableCostModel : public CostModel {
   AnalyticCostModel analytic_;
   mutable std::unordered_map<std::string, CostEntry> table_;  // measurer results land here too
   Measurer measurer_;
-  mutable std::map<std::string, double> scales_;  // op type -> scale ("" = all)
+  mutable std::map<std::string, double> scales_;  // family or op type -> scale ("" = all)
   mutable bool scales_dirty_ = true;
   mutable int64_t hits_ = 0;
   mutable int64_t misses_ = 0;
