@@ -213,8 +213,8 @@ def main(argv=None) -> int:
         print("ROW " + json.dumps(row), file=sys.stderr, flush=True)
         rows.append(row)
     emit("cuda", rows, ["model", "ops", "measured_ms", "optimised_ms", "est_speedup", "measured_speedup",
-                        "spearman", "candidates", "spearman_path", "path_graphs", "table_miss_rate", "pytorch_here_ms", "vs_pytorch",
-                        "pytorch_ref_ms", "pytorch_ref"],
+                        "spearman", "candidates", "spearman_path", "path_graphs", "table_miss_rate",
+                        "pytorch_here_ms", "vs_pytorch", "pytorch_ref_ms", "pytorch_ref"],
          device=cb.device_info(), math=args.math, cost_model=model.name, budget=args.budget, leak=leak)
     if leak:
         print(f"\nmemory: {leak['iterations']} end-to-end measurements ({leak['fresh_executors']} fresh executors) "

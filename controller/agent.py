@@ -38,8 +38,10 @@ made the agent's choices worse, not better (run s6 of docs/learned_agents.md: na
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
 two-step proposal. The lookahead's engine calls (k + detours applies and enumerations
 per step) are real work at optimisation time, counted in the real-work ledger, never in
-training. With `explore`, actions are sampled from softmax(score / temperature) instead
-(for collecting new real episodes in iterative training).
+training. With `explore` (collecting new real episodes in iterative training), actions
+are sampled from softmax(score / temperature) instead, and the detours of every rule are
+looked at, not only those M ranks first: the episodes then hold the detours that pay,
+which is what M must learn to propose them.
 
 `greedy=False` alone (kept for callers of the old agent) is the same as explore=True.
 """
@@ -194,10 +196,12 @@ class ControllerAgent:
         la = self.lookahead
         if la.detour_rules <= 0:
             return []
+        if self.explore:  # collecting: every rule's detours are tried, M's ranking unused
+            advantage = np.ones_like(advantage)
         out, taken = [], 0
         for k in np.argsort(-advantage, kind="stable"):
             locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
-            if advantage[k] <= 0 or taken == la.detour_rules:
+            if advantage[k] <= 0 or (taken == la.detour_rules and not self.explore):
                 break
             if len(locs):  # a rule with no non-improving location takes no place
                 out += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])

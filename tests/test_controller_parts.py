@@ -65,8 +65,8 @@ def _untrained_agent(env, value: float, step_cost: float):
     for v in c.variables:
         if "value" in v.name:
             v.assign(tf.zeros_like(v) if "w" in v.name else tf.fill(v.shape, value))
-    return ControllerAgent(vae, mdn, c, env, lookahead=LookaheadConfig(gamma=1.0, step_cost=step_cost, expand=0, detour_rules=0,
-                                                                         value_weight=1.0))
+    lookahead = LookaheadConfig(gamma=1.0, step_cost=step_cost, expand=0, detour_rules=0, value_weight=1.0)
+    return ControllerAgent(vae, mdn, c, env, lookahead=lookahead)
 
 
 def test_lookahead_with_no_learned_value_is_greedy_and_stops_at_a_local_optimum():
