@@ -72,6 +72,8 @@ class LookaheadConfig:
         detour_locations: of each such rule, the locations looked at (smallest loss first).
         value_weight: weight of C's centred value of the successor in the scores.
         unlock_rules: next rules M tries after each rule for its two-step return.
+    (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
+    called: set them before.)
         temperature: of the softmax when exploring.
     """
 
@@ -179,7 +181,7 @@ class ControllerAgent:
             xfer, loc = actions[k]
             child = self.env.graph.apply(self.env.candidates(xfer)[loc], rules=self.env.rules)
             self._child_hash[k] = child.hash()
-            if child.hash() in self.visited:  # a detour's undo: never walk in circles
+            if self._child_hash[k] in self.visited:  # a detour's undo: never walk in circles
                 score[k] = -np.inf
                 continue
             deltas = [c.cost_delta for c in child.candidates(rules=self.env.rules, model=self.env.cost_model)]
@@ -188,21 +190,22 @@ class ControllerAgent:
                 score[k] += la.gamma * max(0.0, float(best))
         return actions, score, mu
 
-    def _detours(self, advantage: np.ndarray, rule_of: np.ndarray, rewards: np.ndarray) -> list[int]:
+    def _detours(self, proposal: np.ndarray, rule_of: np.ndarray, rewards: np.ndarray) -> list[int]:
         """Candidates (indices) worth a real look although they save nothing now: the
-        non-improving locations of the `detour_rules` rules whose successors M and C value
-        most above the others (positive learned advantage only), `detour_locations` per
-        rule, the smallest loss first."""
+        non-improving locations of the `detour_rules` rules with the largest positive
+        `proposal` (M's two-step return, per valid rule) among the rules that have such
+        locations, `detour_locations` per rule, the smallest loss first. Exploring, every
+        rule's."""
         la = self.lookahead
         if la.detour_rules <= 0:
             return []
         if self.explore:  # collecting: every rule's detours are tried, M's ranking unused
-            advantage = np.ones_like(advantage)
+            proposal = np.ones_like(proposal)
         out, taken = [], 0
-        for k in np.argsort(-advantage, kind="stable"):
-            locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
-            if advantage[k] <= 0 or (taken == la.detour_rules and not self.explore):
+        for k in np.argsort(-proposal, kind="stable"):
+            if proposal[k] <= 0 or (taken == la.detour_rules and not self.explore):
                 break
+            locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
             if len(locs):  # a rule with no non-improving location takes no place
                 out += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])
                 taken += 1
