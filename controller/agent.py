@@ -81,7 +81,7 @@ class LookaheadConfig:
     step_cost: float = 0.02
     detour_cost: float = 0.25
     expand: int = 4
-    detour_rules: int = 4
+    detour_rules: int = 6
     detour_locations: int = 8
     value_weight: float = 0.0
     unlock_rules: int = 16
