@@ -110,7 +110,7 @@ std::string canonical_signature(const std::string& signature) {
 
 // A finer scale family than the op type where ops of one type run on kernels of very
 // different efficiency: convolutions by grouping (on the H100 table dense ones measure
-// ~1x their roofline, grouped ones 4-5x). "" = the op type is the family.
+// ~1x their roofline, grouped ones 2-5x). "" = the op type is the family.
 std::string scale_family(const Op& op, const std::vector<TensorType>& input_types) {
   if (op.type != OpType::kConv2D || input_types.empty() || input_types[0].shape.size() < 2) return "";
   const int64_t group = op.attrs.get_int("group"), channels = input_types[0].shape[1];
