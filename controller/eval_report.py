@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 COLUMNS = ("graph", "split", "agent", "initial_cost_ms", "final_cost_ms", "speedup", "optimisation_s",
-           "model_load_s", "steps", "best_step", "training_env_steps", "measured_original_ms",
+           "model_load_s", "steps", "best_step", "enumerations", "training_env_steps", "measured_original_ms",
            "measured_optimised_ms", "measured_speedup")
 
 

@@ -6,7 +6,9 @@ real environment, controller.model_free), "backtracking" (TASO's search), "greed
 "random" (best of `random_episodes` random episodes). Per graph and agent: its split
 (train / held-out: no training graph of its family, controller.families), final
 estimated cost and speedup, optimisation wall time (model loading excluded, reported as
-model_load_s), steps, the step at which the best graph was reached, real-environment
+model_load_s), steps, the step at which the best graph was reached, the engine's
+candidate enumerations while optimising (search: its expansions; an episode: the
+environment's own and any lookahead's — the work optimisation time is made of), real-environment
 steps spent in training, and — with `measure="cuda"` where the CUDA backend is present —
 measured runtimes. Every optimised graph is exported to ONNX and checked against the
 original with onnxruntime before it is reported; a mismatch is an error.
@@ -32,6 +34,7 @@ import numpy as np
 import taso_env as te
 from controller.eval_report import markdown, write_outputs
 from controller.families import split as family_split
+from taso_env.engine import real_work
 from taso_env.env.episode import run_episode
 from taso_env.env.policies import RandomPolicy
 from taso_env.env.rewrite_env import GraphRewriteEnv, load_graph
@@ -96,6 +99,7 @@ class Row:
     onnxruntime_max_abs_diff: float
     split: str = "train"
     best_step: int | None = None
+    enumerations: int | None = None  # candidate enumerations of graphs by the engine while optimising
     model_load_s: float | None = None
     measured_original_ms: float | None = None
     measured_optimised_ms: float | None = None
@@ -211,10 +215,12 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             else:
                 policy = RandomPolicy()
             start = time.perf_counter()  # models are loaded: time the optimisation only
+            work = real_work.counts()
             if agent in ("backtracking", "greedy"):
                 result = te.search(graph, agent, alpha=config.alpha, budget=config.budget)
                 best, steps = result.graph, len(result.applied)
                 best_step = steps
+                enumerations = result.expansions
             elif agent in LEARNED:
                 best, steps, best_step = episode_graph(env, policy, config.seed)
                 used = used_steps[agent]
@@ -226,6 +232,8 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                     if g.cost() < best_cost:
                         best, best_cost = g, g.cost()
             seconds = time.perf_counter() - start
+            if agent not in ("backtracking", "greedy"):
+                enumerations = real_work.since(work)["candidates"]
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {graph.name}: {report}")
@@ -234,6 +242,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             rows.append(Row(graph=graph.name, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(),
                             final_cost_ms=best.cost(), speedup=graph.cost() / best.cost(),
                             optimisation_s=seconds, model_load_s=load_s, steps=steps, best_step=best_step,
+                            enumerations=enumerations,
                             training_env_steps=used,
                             onnxruntime_max_abs_diff=max(report.max_abs_diff.values()),
                             measured_original_ms=measured_original, measured_optimised_ms=measured,

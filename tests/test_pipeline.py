@@ -31,6 +31,11 @@ def test_pipeline_writes_every_artefact(smoke_run):
     for r in rows:
         assert r["final_cost_ms"] <= r["initial_cost_ms"] + 1e-12  # never worse than the original
         assert r["onnxruntime_max_abs_diff"] < 1e-3
+    # The engine work each optimisation did: search's expansions, an episode's enumerations.
+    by_agent = {r["agent"]: r for r in rows}
+    assert by_agent["greedy"]["enumerations"] == by_agent["greedy"]["steps"] + 1  # one per step + the last look
+    assert 1 <= by_agent["backtracking"]["enumerations"] <= 3  # the smoke budget
+    assert by_agent["controller"]["enumerations"] > by_agent["controller"]["steps"]  # its lookahead
     controller = json.loads((run / "controller" / "metrics.json").read_text())
     assert controller["real_env_steps_during_training"] == 0
     assert list((run / "tb").glob("*/events.out.tfevents.*")) or list((run / "tb").rglob("events.out.tfevents.*"))
