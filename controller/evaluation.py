@@ -6,10 +6,11 @@ real environment, controller.model_free), "backtracking" (TASO's search), "greed
 "random" (best of `random_episodes` random episodes). Per graph and agent: its split
 (train / held-out: no training graph of its family, controller.families), final
 estimated cost and speedup, optimisation wall time (model loading excluded, reported as
-model_load_s), steps, the step at which the best graph was reached, the engine's
-candidate enumerations while optimising (search: its expansions; an episode: the
-environment's own and any lookahead's — the work optimisation time is made of), real-environment
-steps spent in training, and — with `measure="cuda"` where the CUDA backend is present —
+model_load_s: a learned agent is loaded once per evaluation, on its first graph), steps,
+the step at which the best graph was reached, the engine's candidate enumerations while
+optimising (search: its expansions; an episode: the environment's own and any
+lookahead's — the work optimisation time is made of), real-environment steps spent in
+training, and — with `measure="cuda"` where the CUDA backend is present —
 measured runtimes. Every optimised graph is exported to ONNX and checked against the
 original with onnxruntime before it is reported; a mismatch is an error.
 
@@ -191,6 +192,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     if config.measure == "cuda" and backend is None:
         raise RuntimeError("--measure cuda: the CUDA backend is not available on this machine")
     rows: list[Row] = []
+    loaded: dict[str, object] = {}  # learned agent -> its policy
     for spec in config.graphs:
         graph = load_graph(spec)
         source = graph.export_onnx()
@@ -208,9 +210,12 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                     continue
             steps, best_step, used, load_s = 0, None, None, None
             env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model)
-            if agent in LEARNED:
+            if agent in LEARNED:  # loaded (and traced) once, then moved from graph to graph
                 t0 = time.perf_counter()
-                policy = _learned_agent(agent, run_dir, env)
+                if agent not in loaded:
+                    loaded[agent] = _learned_agent(agent, run_dir, env)
+                policy = loaded[agent]
+                policy.env = env.unwrapped
                 load_s = time.perf_counter() - t0
             else:
                 policy = RandomPolicy()
