@@ -52,10 +52,12 @@ def controller_quality(run_dir: Path, horizon: int = 200, seed: int = 0) -> dict
     reader = RolloutReader(run_dir / "rollouts.h5")
     saved = json.loads(reader.meta.env_config)
     te.set_cost_model(saved["cost_model"])  # episode_graph compares costs under the active model
-    speedups = {}
+    speedups, agent = {}, None
     for graph in saved["graphs"]:
         env = GraphRewriteEnv(graph, horizon=horizon, cost_model=saved["cost_model"])
-        best, _, _ = episode_graph(env, load_agent(run_dir, env), seed)
+        agent = agent or load_agent(run_dir, env)  # loaded once, moved from graph to graph
+        agent.env = env.unwrapped
+        best, _, _ = episode_graph(env, agent, seed)
         speedups[env.graph_names[0]] = load_graph(graph).cost() / best.cost()
     return {"real_env_steps": reader.total_steps(), "mean_speedup": float(sum(speedups.values()) / len(speedups)),
             "speedups": speedups}
