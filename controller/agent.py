@@ -58,6 +58,11 @@ from controller.policy import Controller
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
 
 
+def _rewards(cost_deltas, initial_cost: float) -> np.ndarray:
+    """The env's rewards of rewrites with these cost deltas (% of the start cost saved)."""
+    return -100.0 * np.asarray(cost_deltas, dtype=float) / initial_cost
+
+
 @dataclass(frozen=True)
 class LookaheadConfig:
     """How learned values and real immediate rewards combine (see the module docstring).
@@ -153,12 +158,12 @@ class ControllerAgent:
     def scores(self, obs: dict, info: dict) -> tuple[list[tuple[int, int]], np.ndarray, tf.Tensor]:
         """Every valid (rule, location) of the current real graph and its score."""
         mu, _ = self._encode(to_graphs_tuple(batch_observations([obs])))
-        actions, rewards, rule_of = [], [], []
+        actions, cands, rule_of = [], [], []
         xfers = np.flatnonzero(info["xfer_mask"][:-1])
         for k, xfer in enumerate(xfers):
             for loc, c in enumerate(self.env.candidates(int(xfer))):
                 actions.append((int(xfer), loc))
-                rewards.append(-100.0 * c.cost_delta / info["initial_cost"])
+                cands.append(c)
                 rule_of.append(k)
         if not actions:
             return actions, np.zeros(0), mu
@@ -167,26 +172,26 @@ class ControllerAgent:
         if la.value_weight:
             future = la.gamma * self.future_values(mu, xfers)
             future = future - future.mean()
-        rewards = np.asarray(rewards)
-        score = self._immediate(rewards) + la.value_weight * future[np.asarray(rule_of)]
+        rewards = _rewards([c.cost_delta for c in cands], info["initial_cost"])
+        rule_of = np.asarray(rule_of)
+        score = self._immediate(rewards) + la.value_weight * future[rule_of]
         # A rewrite that saves runtime is always worth its step: whatever the learned terms
         # say, it scores above stop (so the agent never stops short of a local optimum).
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
         picks = list(np.argsort(-score, kind="stable")[:la.expand])
         if la.detour_rules > 0:
             proposal = self.two_step_returns(mu, xfers)
-            picks += [k for k in self._detours(proposal, np.asarray(rule_of), rewards) if k not in picks]
+            picks += [k for k in self._detours(proposal, rule_of, rewards) if k not in picks]
         self._child_hash = {}
         for k in picks:
-            xfer, loc = actions[k]
-            child = self.env.graph.apply(self.env.candidates(xfer)[loc], rules=self.env.rules)
+            child = self.env.graph.apply(cands[k], rules=self.env.rules)
             self._child_hash[k] = child.hash()
             if self._child_hash[k] in self.visited:  # a detour's undo: never walk in circles
                 score[k] = -np.inf
                 continue
             deltas = [c.cost_delta for c in child.candidates(rules=self.env.rules, model=self.env.cost_model)]
             if deltas:
-                best = self._immediate(-100.0 * np.asarray(deltas) / info["initial_cost"]).max()
+                best = self._immediate(_rewards(deltas, info["initial_cost"])).max()
                 score[k] += la.gamma * max(0.0, float(best))
         return actions, score, mu
 

@@ -20,6 +20,7 @@ File layout (one file may hold tables of several devices / math modes)::
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import tempfile
@@ -270,18 +271,26 @@ def random_rewrites(graph, count: int, *, max_steps: int = 30, seed: int = 0, ru
     return out
 
 
+def greedy_descent(graph, *, model=None, rules=None, candidates=None):
+    """The graphs of greedy descent from `graph` (excluded), one per improving rewrite: the
+    cheapest candidate (the first of equals, as the engine's greedy search) until none
+    saves anything. `candidates(g)` lists a graph's candidates (default: g.candidates
+    under `model`)."""
+    g = graph
+    while True:
+        cands = candidates(g) if candidates else g.candidates(rules=rules, model=model)
+        best = min(cands, key=lambda c: c.cost_delta, default=None)
+        if best is None or best.cost_delta >= 0:
+            return
+        g = g.apply(best, rules=rules)
+        yield g
+
+
 def greedy_path(graph, count: int, *, model=None, rules=None) -> list:
     """Up to `count` graphs along greedy descent from `graph` under `model` (the original
     excluded), evenly spaced over the path: the graphs whose ranking decides what search
     keeps, from the original's runtime down to the local optimum's."""
-    path, g = [], graph
-    while True:
-        cands = g.candidates(rules=rules, model=model)
-        best = min(cands, key=lambda c: c.cost_delta, default=None)
-        if best is None or best.cost_delta >= 0:
-            break
-        g = g.apply(best, rules=rules)
-        path.append(g)
+    path = list(greedy_descent(graph, model=model, rules=rules))
     if len(path) <= count:
         return path
     return [path[round(i * (len(path) - 1) / (count - 1))] for i in range(count)] if count > 1 else path[-1:]
@@ -305,13 +314,8 @@ def explore(graph, *, greedy_steps: int = 5, random_walks: int = 0, walk_length:
             found.setdefault(child.hash(), child)
         return cands
 
-    g = graph
-    for _ in range(greedy_steps):
-        cands = expand(g)
-        best = min(cands, key=lambda c: c.cost_delta, default=None)
-        if best is None or best.cost_delta >= 0:
-            break
-        g = g.apply(best, rules=rules)
+    for _ in itertools.islice(greedy_descent(graph, rules=rules, candidates=expand), greedy_steps):
+        pass
     for _ in range(random_walks):
         g = graph
         for _ in range(walk_length):

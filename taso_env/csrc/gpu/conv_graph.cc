@@ -3,11 +3,10 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "config_cache.h"
 #include "library_util.h"
 #include "taso/types.h"
 #include "views.h"  // contiguous_strides
@@ -81,12 +80,8 @@ cudnnStatus_t execute(const Backend& plan, const void* x, const void* w, void* y
 
 // The heuristics' engine index chosen per configuration (kNoEngine: none runs), for the
 // process.
-std::mutex& cache_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<std::string, int64_t>& engine_cache() {
-  static std::map<std::string, int64_t> c;
+ConfigCache<int64_t>& engine_cache() {
+  static ConfigCache<int64_t> c;
   return c;
 }
 
@@ -106,12 +101,7 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
   std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(shape.x) +
                     "|w" + dims_str(shape.w) + "|s" + dims_str(shape.strides) + "|p" + dims_str(shape.pads) + "|d" +
                     dims_str(shape.dilations) + "|" + math_mode_name(shape.math);
-  int64_t cached = -1;
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex());
-    auto it = engine_cache().find(key);
-    if (it != engine_cache().end()) cached = it->second;
-  }
+  const int64_t cached = engine_cache().find(key).value_or(-1);
   const std::string unsupported = "no cuDNN graph-API engine runs convolution x" + dims_str(shape.x) + " w" +
                                   dims_str(shape.w) + " in " + math_mode_name(shape.math);
   if (cached == kNoEngine)  // known before: no descriptors, no heuristics query
@@ -228,10 +218,7 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
       d_->plan = std::move(plan);
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex());
-    engine_cache()[key] = best >= 0 ? best : kNoEngine;
-  }
+  engine_cache().put(key, best >= 0 ? best : kNoEngine);
   if (best < 0) throw UnsupportedGraphError(unsupported);
 }
 

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <utility>
 
+#include "config_cache.h"
 #include "library_ops.h"
 #include "library_util.h"
 #include "taso/errors.h"
@@ -16,11 +16,6 @@ namespace taso {
 namespace cuda {
 namespace {
 
-std::mutex& conv_cache_mutex() {
-  static std::mutex m;
-  return m;
-}
-
 // RLFLOW_CONV_ALGO_CACHE: a file of tab-separated lines "key algo math fused workspace ms"
 // read on first use and appended to on each new choice (keys name the device and cuDNN).
 const char* cache_file() {
@@ -29,8 +24,8 @@ const char* cache_file() {
 }
 
 // C stdio, not iostreams: the module shares its process with other C++ runtimes.
-std::map<std::string, ConvAlgo>& conv_cache() {
-  static std::map<std::string, ConvAlgo> cache = [] {
+ConfigCache<ConvAlgo>& conv_cache() {
+  static ConfigCache<ConvAlgo> cache([] {
     std::map<std::string, ConvAlgo> c;
     const char* path = cache_file();
     FILE* f = path ? std::fopen(path, "r") : nullptr;
@@ -49,7 +44,7 @@ std::map<std::string, ConvAlgo>& conv_cache() {
     }
     std::fclose(f);
     return c;
-  }();
+  }());
   return cache;
 }
 
@@ -64,10 +59,7 @@ void save_choice(const std::string& key, const ConvAlgo& a) {
 
 }  // namespace
 
-size_t conv_algo_cache_size() {
-  std::lock_guard<std::mutex> lock(conv_cache_mutex());
-  return conv_cache().size();
-}
+size_t conv_algo_cache_size() { return conv_cache().size(); }
 
 ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
   Context& ctx = context();
@@ -181,22 +173,15 @@ ConvAlgo ConvOp::forced_choice() const {
 
 // The cached choice for `key`, else a timed search (or cuDNN's heuristics) cached now.
 void ConvOp::choose_cached(const std::string& key, bool log, const std::vector<int64_t>& xin) {
-  bool cached = false;
-  {
-    std::lock_guard<std::mutex> lock(conv_cache_mutex());
-    auto it = conv_cache().find(key);
-    if (it != conv_cache().end()) {
-      algo_ = it->second;
-      cached = true;
-    }
-  }
+  std::optional<ConvAlgo> found = conv_cache().find(key);
+  const bool cached = found.has_value();
+  if (cached) algo_ = *found;
   if (log) std::fprintf(stderr, "rlflow conv %s cached %d\n", key.c_str(), cached ? 1 : 0);
   if (!cached) {
     // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
     const char* find_env = std::getenv("RLFLOW_CUDNN_FIND");
     algo_ = find_env && std::string(find_env) == "0" ? heuristic() : tune(xin);
-    std::lock_guard<std::mutex> lock(conv_cache_mutex());
-    conv_cache()[key] = algo_;
+    conv_cache().put(key, algo_);
     if (algo_.ms > 0) save_choice(key, algo_);
   }
 }

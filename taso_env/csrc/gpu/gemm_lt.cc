@@ -3,11 +3,10 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "config_cache.h"
 #include "library_util.h"
 
 namespace taso {
@@ -69,12 +68,8 @@ int alignment(const void* p) {
 }
 
 
-std::mutex& cache_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<std::string, cublasLtMatmulAlgo_t>& cache() {
-  static std::map<std::string, cublasLtMatmulAlgo_t> c;
+ConfigCache<cublasLtMatmulAlgo_t>& cache() {
+  static ConfigCache<cublasLtMatmulAlgo_t> c;
   return c;
 }
 
@@ -136,13 +131,9 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   for (const void* p : {p_.a, p_.b, p_.c ? p_.c : static_cast<const void*>(p_.d), static_cast<const void*>(p_.d),
                         p_.bias})
     key += "," + std::to_string(alignment(p));
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex());
-    auto it = cache().find(key);
-    if (it != cache().end()) {
-      algo_ = it->second;
-      return;
-    }
+  if (auto cached = cache().find(key)) {
+    algo_ = *cached;
+    return;
   }
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -180,8 +171,7 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
     }
   }
   if (best < 0) throw UnsupportedGraphError("no cuBLASLt algorithm ran for this GEMM");
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  cache()[key] = algo_;
+  cache().put(key, algo_);
 }
 
 LtGemm::~LtGemm() {

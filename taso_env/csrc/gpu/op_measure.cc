@@ -1,10 +1,9 @@
 // Per-op measurement on the GPU (see op_measure.h).
 #include "op_measure.h"
 
-#include <map>
-#include <mutex>
 #include <set>
 
+#include "config_cache.h"
 #include "executor.h"
 #include "taso/cost_model.h"
 #include "taso/errors.h"
@@ -13,13 +12,9 @@ namespace taso {
 namespace cuda {
 namespace {
 
-std::map<std::string, double>& cache() {
-  static std::map<std::string, double> c;
+ConfigCache<double>& cache() {
+  static ConfigCache<double> c;
   return c;
-}
-std::mutex& cache_mutex() {
-  static std::mutex m;
-  return m;
 }
 
 // A graph of Inputs feeding one copy of `op`, whose outputs are the graph outputs.
@@ -48,11 +43,7 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
   std::string key = op_signature(op, input_types) + "#" + math_mode_name(math);
   if (options.threads || options.items_per_thread)
     key += "#t" + std::to_string(options.threads) + "x" + std::to_string(options.items_per_thread);
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex());
-    auto it = cache().find(key);
-    if (it != cache().end()) return it->second;
-  }
+  if (auto cached = cache().find(key)) return *cached;
   ExecutorOptions eo;
   eo.math = math;
   eo.replicas = options.copies;
@@ -66,8 +57,7 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
     Executor ex(isolated_graph(op, input_types), eo);
     ms = ex.measure(options.warmup, options.repeats, 1).median_ms;
   }
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  cache()[key] = ms;
+  cache().put(key, ms);
   return ms;
 }
 
@@ -92,10 +82,7 @@ std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::ve
   return out;
 }
 
-size_t op_cache_size() {
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  return cache().size();
-}
+size_t op_cache_size() { return cache().size(); }
 
 void install_cuda_measurer(TableCostModel& model, MathMode math) {
   model.set_measurer([math](const Op& op, const std::vector<TensorType>& in) -> double {
