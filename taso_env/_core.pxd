@@ -130,6 +130,7 @@ cdef extern from "taso/cost_model.h" namespace "taso":
 cdef extern from "taso/table_cost_model.h" namespace "taso":
     string op_signature(const Op& op, const vector[TensorType]& input_types) except +raise_core_error
     Op op_from_signature(const string& signature, vector[TensorType]* input_types) except +raise_core_error
+    string canonical_signature_cpp "taso::canonical_signature"(const string& signature) except +raise_core_error
 
     cdef cppclass CostEntry:
         double ms

@@ -309,6 +309,12 @@ cdef class TableModel(CoreCostModel):
         deref(self.model).clear_measurer()
 
 
+def canonical_signature(signature):
+    """`signature` as this version writes it (older tables: Add / Mul inputs in either
+    order, element-wise ops by shape rather than element count)."""
+    return canonical_signature_cpp(_s(signature)).decode()
+
+
 def op_signatures(CoreGraph graph not None, CoreCostModel analytic=None):
     """[(op id, op type, signature, analytic ms)] of every computing, non-constant op
     (the ops a cost model charges); analytic ms is 0 without `analytic`."""

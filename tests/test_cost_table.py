@@ -64,7 +64,9 @@ def test_every_shipped_signature_parses_back_to_its_op_configuration():
     gemm = _core.parse_op_signature("Gemm|trans_a=0;trans_b=1;alpha=1;beta=1|float32[1,8],float32[4,8],float32[4]|"
                                     "float32[1,4]")
     assert gemm["floats"] == {"alpha": 1.0, "beta": 1.0} and gemm["ints"]["trans_b"] == [1]
-    assert _core.parse_op_signature("Div||float32[1,2],float32[]|float32[1,2]")["inputs"][1] == (1, ())
+    assert _core.parse_op_signature("Div||float32[2],float32[]|float32[2]")["inputs"][1] == (1, ())
+    with pytest.raises(ValueError, match="round-trip"):  # element-wise ops are named by element count
+        _core.parse_op_signature("Div||float32[1,2],float32[]|float32[1,2]")
 
 
 def test_shipped_tables_of_every_math_mode_cover_the_same_configurations():
@@ -298,3 +300,31 @@ def test_commuted_adds_and_muls_share_one_entry_so_commuting_gains_nothing():
     commuted = [c for c in te.graphs.build("bert_base", seed=None).candidates(model=shipped)
                 if c.rule_name in ("commute_add", "commute_mul")]
     assert commuted and all(c.cost_delta == 0 for c in commuted)
+
+
+def test_element_wise_ops_of_one_element_count_share_one_entry(tmp_path):
+    # A flat map costs what its element count costs: the scale Div before or after K's
+    # Transpose is one entry, so moving it gains nothing from measurement noise.
+    b = te.GraphBuilder("scale", seed=0)
+    k, s = b.input("k", [1, 12, 64, 128]), b.weight("s", [])
+    b.output(b.op("Div", [k, s]), "a")
+    b.output(b.op("Div", [b.transpose(k, [0, 1, 3, 2]), s]), "b")
+    b.output(b.add(b.input("x", [1, 128, 768]), b.weight("bias", [768])), "c")  # a broadcast keeps its shapes
+    sigs = [sig for _, t, sig, _ in _signatures(b.build()) if t in ("Div", "Add")]
+    assert sigs[0] == sigs[1] == "Div||float32[98304],float32[]|float32[98304]"
+    assert sigs[2] == "Add||float32[1,128,768],float32[768]|float32[1,128,768]"
+    # A table written with shapes (older files) is read canonically: two shapes of one
+    # configuration become one entry, their mean.
+    path = tmp_path / "old.h5"
+    cost_table.save(CostTable(DEVICE, "fp32", {"Relu||float32[1]|float32[1]": (1.0, 1.0),
+                                               "Relu||float32[2]|float32[2]": (1.0, 1.0)}), path)
+    with h5py.File(path, "a") as f:
+        group = f["tables"][next(iter(f["tables"]))]
+        for name, values in (("signature", ["Relu||float32[1,64,8,8]|float32[1,64,8,8]",
+                                            "Relu||float32[1,16,16,16]|float32[1,16,16,16]"]),
+                             ("ms", [0.002, 0.004]), ("analytic_ms", [0.001, 0.001])):
+            del group[name]
+            group[name] = np.array(values, dtype=h5py.string_dtype() if name == "signature" else np.float64)
+    t = cost_table.load(path)
+    assert t.items() == [("Relu||float32[4096]|float32[4096]", pytest.approx(0.003), pytest.approx(0.001))]
+    assert "Relu||float32[1,4096]|float32[1,4096]" in t and t.get("Relu||float32[4096,1]|float32[4096,1]") == 0.003

@@ -175,3 +175,36 @@ def test_cuda_cost_model_measures_on_first_use_and_saves(tmp_path):
     replay = make_cost_model(f"table:{path}")
     assert replay.graph_cost(g) == pytest.approx(cost)
     assert replay.misses == 0
+
+
+def _split_graph(rows: int, part: int) -> te.Graph:
+    """A batch-`rows` RNN cell after merge_parallel_matmuls: one GEMM for three gates,
+    Split into them; a part through a Reshape, a part as a graph output."""
+    from taso_env.engine.builder import GraphBuilder
+
+    b = GraphBuilder(f"split_{rows}x{part}", seed=0)
+    x = b.input("x", [rows, 32])
+    i, f, o = b.split(b.matmul(x, b.weight("w", [32, 3 * part])), 1, [part, part, part])
+    h = b.mul(b.sigmoid(i), b.tanh(b.reshape(b.reshape(f, [rows, part, 1]), [rows, part])))
+    b.output(b.add(h, b.input("c", [rows, part])), "h")
+    b.output(o, "o")
+    return b.build()
+
+
+@pytest.mark.parametrize("math", ["fp32", "fp16"])
+def test_contiguous_split_parts_are_slices_of_their_input(math, monkeypatch):
+    # [1, 3P] split on axis 1: every part is a contiguous slice of the GEMM's output, no
+    # kernel (with 16-bit storage too). Two rows: the parts are strided; P = 40: the
+    # second part would start unaligned. Both keep the Split's step. Same results all.
+    steps = {}
+    for rows, part in [(1, 128), (2, 128), (1, 40)]:
+        g = _split_graph(rows, part)
+        feeds = g.random_inputs(0)
+        for fuse in ("0", "1"):
+            monkeypatch.setenv("RLFLOW_FUSE", fuse)
+            with cb.Executor(g, math=math, plan=None) as ex:
+                assert_close(ex.run(feeds), reference.run(g, feeds), 1e-2 if math == "fp16" else RTOL,
+                             f"{g.name} fuse={fuse}")
+                steps[rows, part, fuse] = ex.num_steps
+    assert steps[1, 128, "1"] == steps[1, 40, "1"] - 1 == steps[2, 128, "1"] - 1
+    assert steps[1, 128, "0"] == steps[1, 40, "0"]  # without fusion every Split runs

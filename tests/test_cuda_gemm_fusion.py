@@ -171,6 +171,31 @@ def test_constant_gathers_are_views_and_their_index_is_pinned(monkeypatch):
         assert ex.num_steps <= plain - 5
 
 
+@pytest.mark.parametrize("known", [True, False])
+def test_a_known_divisor_folds_into_the_gemm(known, monkeypatch):
+    """x / c on a MatMul operand runs no step of its own when c is a one-element weight
+    with data (BERT's attention scale once a rule has moved it onto K); a divisor the
+    executor cannot know (a graph input) keeps its own step."""
+    monkeypatch.setenv("RLFLOW_FUSE", "1")
+    b = te.GraphBuilder("divisor")
+    c = b.weight("c", [], value=np.float32(8.0)) if known else b.input("c", [])
+    k = b.transpose(b.input("k", [2, 32, 24]), [0, 2, 1])  # K^T: read in place, no copy
+    y = b.matmul(b.op("Div", [k, c]), b.input("q", [2, 32, 24]))
+    b.output(y, "y")
+    g = b.build()
+    with cb.Executor(g, plan=None) as ex:
+        if known:
+            assert ex.num_steps == 1
+        else:
+            assert ex.num_steps >= 2
+        feeds = g.random_inputs(0)
+        if not known:
+            feeds["c"] = np.float32(8.0)
+        got = ex.run(feeds)["y"]
+    want = reference.run(g, feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("model", ["bert_base", "vit_b_16"])
 def test_zoo_transformers_compute_the_same_fused_and_unfused(model, monkeypatch):
     from taso_env.shipped_data import models

@@ -88,7 +88,7 @@ class GraphBuilder:
         if value is not None:
             self._weights[name] = np.asarray(value, dtype=dtypes.to_numpy(dtype)).reshape(shape)
         elif self._rng is not None and dtypes.is_float(dtype):
-            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
+            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0]) if shape else 1
             self._weights[name] = (self._rng.standard_normal(shape) * np.sqrt(1.0 / max(fan_in, 1))
                                    ).astype(dtypes.to_numpy(dtype))
         return t

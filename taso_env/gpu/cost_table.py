@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from taso_env import _core
 from taso_env.errors import TasoEnvError
 
 FORMAT = "rlflow-cost-table"
@@ -56,7 +57,9 @@ def _key(device: str, math_mode: str) -> str:
 
 
 class CostTable:
-    """Op costs of one device and math mode: signature -> (ms, analytic ms)."""
+    """Op costs of one device and math mode: signature -> (ms, analytic ms). Signatures
+    are kept canonical (`taso_env._core.canonical_signature`): those of older tables are
+    rewritten on reading, and where two of them name one configuration the mean is kept."""
 
     def __init__(self, device: str, math_mode: str = "fp32", entries: dict[str, tuple[float, float]] | None = None,
                  notes: str = ""):
@@ -77,13 +80,13 @@ class CostTable:
             raise CostTableError(f"malformed op signature {signature!r}")
         if not (math.isfinite(ms) and ms >= 0):
             raise CostTableError(f"invalid cost {ms!r} ms for {signature!r}")
-        self._entries[signature] = (float(ms), float(analytic_ms))
+        self._entries[_core.canonical_signature(signature)] = (float(ms), float(analytic_ms))
 
     def get(self, signature: str) -> float:
-        return self._entries[signature][0]
+        return self._entries[_core.canonical_signature(signature)][0]
 
     def __contains__(self, signature: object) -> bool:
-        return signature in self._entries
+        return isinstance(signature, str) and _core.canonical_signature(signature) in self._entries
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -138,11 +141,17 @@ def _read_table(path: str, group) -> CostTable:
     math_mode = math_mode.decode() if isinstance(math_mode, bytes) else str(math_mode)
     notes = group.attrs.get("notes", "")
     table = CostTable(device, math_mode, notes=notes.decode() if isinstance(notes, bytes) else str(notes))
+    same: dict[str, list[tuple[float, float]]] = {}  # canonical signature -> its entries
     for s, m, a in zip(sigs, ms, analytic):
+        s = s.decode() if isinstance(s, bytes) else str(s)
         try:
-            table.set(s.decode() if isinstance(s, bytes) else str(s), float(m), float(a))
+            table.set(s, float(m), float(a))
         except CostTableError as err:
             raise CorruptCostTableError(f"{where}: {err}") from err
+        same.setdefault(_core.canonical_signature(s), []).append((float(m), float(a)))
+    for sig, values in same.items():
+        if len(values) > 1:  # an older table's several names of one configuration
+            table.set(sig, sum(v[0] for v in values) / len(values), sum(v[1] for v in values) / len(values))
     return table
 
 

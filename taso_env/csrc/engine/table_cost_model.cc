@@ -97,17 +97,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Tables written before Add / Mul signatures were ordered may hold either order.
-std::string canonical_signature(const std::string& signature) {
-  const std::string type = type_of_signature(signature);
-  if (type != "Add" && type != "Mul") return signature;
-  const std::vector<std::string> parts = split(signature, '|');
-  if (parts.size() != 4) return signature;
-  const std::vector<std::string> in = split_types(parts[2]);
-  if (in.size() != 2 || !(in[1] < in[0])) return signature;
-  return parts[0] + "|" + parts[1] + "|" + in[1] + "," + in[0] + "|" + parts[3];
-}
-
 // A finer scale family than the op type where ops of one type run on kernels of very
 // different efficiency: convolutions by grouping (on the H100 table dense ones measure
 // ~1x their roofline, grouped ones 2-5x). "" = the op type is the family.
@@ -115,6 +104,32 @@ std::string scale_family(const Op& op, const std::vector<TensorType>& input_type
   if (op.type != OpType::kConv2D || input_types.empty() || input_types[0].shape.size() < 2) return "";
   const int64_t group = op.attrs.get_int("group"), channels = input_types[0].shape[1];
   return group <= 1 ? "Conv2D/dense" : group == channels ? "Conv2D/depthwise" : "Conv2D/grouped";
+}
+
+// Element-wise ops whose every input is output-shaped or one element run as a flat map
+// over the output's elements: their cost depends on the element count, not the shape
+// (a Div before or after a Transpose is the same kernel). Such signatures name the
+// count ("Div||float32[98304],float32[]|float32[98304]"), so layouts share one entry and
+// no rewrite gains from the noise between two measurements of the same kernel.
+bool is_flat_elementwise(const Op& op, const std::vector<TensorType>& input_types) {
+  switch (op.type) {
+    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
+    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
+    case OpType::kExp: case OpType::kIdentity: case OpType::kClip: case OpType::kHardSigmoid:
+    case OpType::kHardSwish: break;
+    default: return false;
+  }
+  if (op.outputs.size() != 1 || op.outputs[0].num_elements() <= 1) return false;
+  for (const TensorType& t : input_types)
+    if (t.shape != op.outputs[0].shape && t.num_elements() != 1) return false;
+  return true;
+}
+
+TensorType flat(const TensorType& t, bool scalar) {
+  TensorType out;
+  out.dtype = t.dtype;
+  if (!scalar) out.shape = {t.num_elements()};
+  return out;
 }
 
 }  // namespace
@@ -146,8 +161,11 @@ std::string op_signature(const Op& op, const std::vector<TensorType>& input_type
     out += kv.first + "=" + kv.second;
   }
   out += '|';
+  const bool flat_map = is_flat_elementwise(op, input_types);
+  const TensorType& result = op.outputs.empty() ? TensorType{} : op.outputs[0];
   std::vector<std::string> inputs(input_types.size());
-  for (size_t i = 0; i < input_types.size(); ++i) append_type(inputs[i], input_types[i]);
+  for (size_t i = 0; i < input_types.size(); ++i)
+    append_type(inputs[i], flat_map ? flat(input_types[i], input_types[i].shape != result.shape) : input_types[i]);
   // Add and Mul cost the same either way round (the executor runs both orders as one
   // kernel): one entry, inputs in sorted order, so no rewrite gains from commuting them.
   if ((op.type == OpType::kAdd || op.type == OpType::kMul) && inputs.size() == 2 && inputs[1] < inputs[0])
@@ -159,12 +177,15 @@ std::string op_signature(const Op& op, const std::vector<TensorType>& input_type
   out += '|';
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     if (i) out += ',';
-    append_type(out, op.outputs[i]);
+    append_type(out, flat_map ? flat(op.outputs[i], false) : op.outputs[i]);
   }
   return out;
 }
 
-Op op_from_signature(const std::string& signature, std::vector<TensorType>* input_types) {
+namespace {
+
+// The op configuration a signature names, without checking that it is canonical.
+Op parse_signature(const std::string& signature, std::vector<TensorType>* input_types) {
   const std::vector<std::string> parts = split(signature, '|');
   if (parts.size() != 4)
     throw ValueError("op signature '" + signature + "' does not have the four parts type|attributes|inputs|outputs");
@@ -209,10 +230,27 @@ Op op_from_signature(const std::string& signature, std::vector<TensorType>* inpu
     for (const std::string& t : split_types(parts[2])) input_types->push_back(parse_type(t, signature));
   if (!parts[3].empty())
     for (const std::string& t : split_types(parts[3])) op.outputs.push_back(parse_type(t, signature));
+  return op;
+}
+
+}  // namespace
+
+Op op_from_signature(const std::string& signature, std::vector<TensorType>* input_types) {
+  Op op = parse_signature(signature, input_types);
   if (op_signature(op, *input_types) != signature)
     throw ValueError("op signature '" + signature + "' does not round-trip (it reads as '" +
                      op_signature(op, *input_types) + "')");
   return op;
+}
+
+std::string canonical_signature(const std::string& signature) {
+  try {
+    std::vector<TensorType> in;
+    const Op op = parse_signature(signature, &in);
+    return op_signature(op, in);
+  } catch (const std::exception&) {
+    return signature;  // an op type or attribute this version does not know: kept as written
+  }
 }
 
 TableCostModel::TableCostModel(DeviceProfile fallback_profile) : analytic_(std::move(fallback_profile)) {}

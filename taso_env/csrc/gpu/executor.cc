@@ -46,6 +46,42 @@ void validate_plan(const Graph& graph, const std::map<int, OpPlan>& plan) {
   }
 }
 
+// Splits that run no kernel: every dim before the split axis is 1 (a batch-1 RNN's gates
+// after merged GEMMs), so each part is a contiguous slice of the input's buffer. Only
+// where the input is written by a step (not a view the plan skips, not a tensor inside
+// a fused step), the Split is needed, computed per run and not host-fed, and every
+// part starts kAlign-aligned. Returns the parts' byte offsets from the input's start,
+// per such Split (empty for the others).
+std::vector<std::vector<size_t>> contiguous_split_parts(const Graph& graph, const std::vector<char>& needed,
+                                                        const std::vector<char>& host_fed,
+                                                        const std::vector<char>& constant,
+                                                        const std::vector<char>& alias, const StepPlan& plan,
+                                                        const std::function<size_t(const TensorType&)>& bytes) {
+  std::vector<std::vector<size_t>> parts(graph.num_ops());
+  auto written = [&](TensorRef t) {
+    while (alias[t.op]) t = graph.op(t.op).inputs[0];
+    return !plan.skipped(t.op);
+  };
+  for (int id = 0; id < graph.num_ops(); ++id) {
+    const Op& op = graph.op(id);
+    if (op.type != OpType::kSplit || !needed[id] || host_fed[id] || constant[id] || plan.skipped(id) ||
+        !written(op.inputs[0]))
+      continue;
+    const std::vector<int64_t>& shape = graph.tensor_type(op.inputs[0]).shape;
+    const size_t axis = static_cast<size_t>(op.attrs.get_int("axis"));
+    if (axis >= shape.size() || std::any_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d != 1; }))
+      continue;
+    std::vector<size_t> starts;
+    size_t at = 0;
+    for (const TensorType& part : op.outputs) {
+      starts.push_back(at);
+      at += bytes(part);
+    }
+    if (std::all_of(starts.begin(), starts.end(), [](size_t b) { return b % kAlign == 0; })) parts[id] = starts;
+  }
+  return parts;
+}
+
 }  // namespace
 
 Executor::Executor(const Graph& graph, ExecutorOptions options)
@@ -128,6 +164,22 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
                                    res_->float_dtype);
   const ViewPlan& views = *plan.views;
   fused_ops_ = plan.fused_ops;
+  // With fusion, contiguous Split parts are slices of their input's buffer; the aliases
+  // of those parts (Reshapes after them) follow.
+  std::vector<std::vector<size_t>> split_parts(n_ops);
+  if (fuse)
+    split_parts = contiguous_split_parts(graph_, needed, host_fed, constant, alias, plan,
+                                         [&](const TensorType& t) { return stored_bytes(t); });
+  for (int id = 0; id < n_ops; ++id) {
+    const Op& op = graph_.op(id);
+    if (!split_parts[id].empty()) {
+      const size_t in = offsets_[op.inputs[0].op][op.inputs[0].index];
+      for (size_t k = 0; k < op.outputs.size(); ++k) offsets_[id][k] = in + split_parts[id][k];
+      ++fused_ops_;
+    } else if (alias[id]) {
+      offsets_[id][0] = offsets_[op.inputs[0].op][op.inputs[0].index];
+    }
+  }
   const std::function<void*(const TensorRef&)> ptr = [&](const TensorRef& t) { return tensor_ptr(t); };
   const ViewResolver resolve = [&](const TensorRef& r) { return views.resolve(r, ptr); };
   for (int id = 0; id < n_ops; ++id) {
@@ -148,7 +200,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
         launch_fill(stored(op.outputs[0].dtype), static_cast<double>(it->second), tensor_ptr({id, 0}), 1, ctx.stream);
       continue;
     }
-    if (alias[id] || plan.skipped(id)) continue;
+    if (alias[id] || plan.skipped(id) || !split_parts[id].empty()) continue;
     std::vector<void*> in, out;
     for (size_t k = 0; k < op.outputs.size(); ++k) out.push_back(tensor_ptr({id, static_cast<int>(k)}));
     if (const ConvFusion& f = plan.convs.at[id]; f.conv >= 0) {

@@ -19,8 +19,10 @@ namespace taso {
 
 // Canonical signature of an op configuration: op type, attributes (sorted by name; the
 // serialized ONNX node of opaque ops is left out), input and output types. Op names
-// and graph position do not enter it, so equal configurations share one table entry.
-// Example: "Relu||float32[1,64,56,56]|float32[1,64,56,56]".
+// and graph position do not enter it, so equal configurations share one table entry:
+// Add / Mul inputs are ordered, and element-wise ops whose inputs are output-shaped or
+// one element are named by element count ("Relu||float32[200704]|float32[200704]").
+// Example: "Conv2D|activation=0;...|float32[1,64,56,56],float32[64,64,3,3]|float32[1,64,56,56]".
 std::string op_signature(const Op& op, const std::vector<TensorType>& input_types);
 
 // The op configuration a signature names (op_signature's inverse): the op (type,
@@ -28,6 +30,11 @@ std::string op_signature(const Op& op, const std::vector<TensorType>& input_type
 // `input_types`, its input types. Throws ValueError naming what is malformed,
 // UnknownOpError for an unknown op type.
 Op op_from_signature(const std::string& signature, std::vector<TensorType>* input_types);
+
+// The signature `signature` is written as by this version of op_signature (tables
+// written by earlier versions: Add / Mul inputs in either order, element-wise ops by
+// shape instead of element count); unchanged where it does not parse.
+std::string canonical_signature(const std::string& signature);
 
 // One measured table entry.
 struct CostEntry {
