@@ -118,7 +118,7 @@ def bench_model(name: str, model, args) -> dict:
         model.reset_counters()
     est = [model.graph_cost(x) for x in graphs]
     misses = getattr(model, "misses", 0)
-    meas = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=10).median_ms for x in graphs]
+    meas = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms for x in graphs]
     path = [g] + cost_table.greedy_path(g, args.candidates, model=model)
     path_est = [model.graph_cost(x) for x in path]
     path_meas = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms for x in path]

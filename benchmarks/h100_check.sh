@@ -24,9 +24,9 @@ timeout $(( $(left) - ${BENCH_S:-360} )) python3 -m pytest -q -p no:cacheprovide
 say "cuda tests done"
 EVAL=$1
 if [ -n "$EVAL" ] && [ -d "$EVAL" ]; then
-  # originals by name (builder graphs or shipped models), then every optimised graph
-  names=$(ls "$EVAL" | sed -E 's/__.*//' | sort -u)
-  timeout 120 python3 -m rlflow measure $names "$EVAL"/*.onnx --json "$OUT/eval_measured.json" 2>&1 \
+  # every graph the evaluation wrote: <graph>__original.onnx beside each agent's
+  # (not the originals by name: "bert_base" is the builder, the evaluation's may be the export)
+  timeout 120 python3 -m rlflow measure "$EVAL"/*.onnx --json "$OUT/eval_measured.json" 2>&1 \
     | grep -v "it/s" | tee -a "$LOG"
   say "eval graphs measured"
 fi
