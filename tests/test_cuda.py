@@ -208,3 +208,41 @@ def test_contiguous_split_parts_are_slices_of_their_input(math, monkeypatch):
                 steps[rows, part, fuse] = ex.num_steps
     assert steps[1, 128, "1"] == steps[1, 40, "1"] - 1 == steps[2, 128, "1"] - 1
     assert steps[1, 128, "0"] == steps[1, 40, "0"]  # without fusion every Split runs
+
+
+def _fire_graph(shared: bool, nested: bool) -> te.Graph:
+    """SqueezeNet's fire module: squeeze, two expand convolutions + ReLU, channel Concat;
+    `shared`: one expand branch is also a graph output (it cannot live in the Concat's
+    buffer); `nested`: the Concat is itself one input of a second Concat."""
+    from taso_env.engine.builder import GraphBuilder
+
+    b = GraphBuilder(f"fire_{shared}_{nested}", seed=0)
+    s = b.relu(b.conv2d(b.input("x", [1, 32, 14, 14]), 16, 1))
+    e1 = b.relu(b.conv2d(s, 64, 1))
+    e3 = b.relu(b.conv2d(s, 64, 3, padding=1))
+    y = b.concat([e1, e3], 1)
+    if nested:
+        y = b.concat([y, b.relu(b.conv2d(s, 32, 1))], 1)
+    b.output(b.relu(y), "y")
+    if shared:
+        b.output(e1, "e1")
+    return b.build()
+
+
+@pytest.mark.parametrize("math", ["fp32", "fp16"])
+def test_channel_concat_inputs_are_written_in_place(math, monkeypatch):
+    # Each expand branch writes straight into its slice of the Concat's buffer: the
+    # Concat runs no kernel (nested: neither does the inner one). A branch that is also a
+    # graph output keeps the Concat's copy. Same results with fusion on and off.
+    steps = {}
+    for shared, nested in [(False, False), (True, False), (False, True)]:
+        g = _fire_graph(shared, nested)
+        feeds = g.random_inputs(0)
+        for fuse in ("0", "1"):
+            monkeypatch.setenv("RLFLOW_FUSE", fuse)
+            with cb.Executor(g, math=math, plan=None) as ex:
+                assert_close(ex.run(feeds), reference.run(g, feeds), 1e-2 if math == "fp16" else RTOL,
+                             f"{g.name} fuse={fuse}")
+                steps[shared, nested, fuse] = ex.num_steps
+    assert steps[False, False, "1"] == steps[True, False, "1"] - 1
+    assert steps[False, True, "1"] == steps[False, False, "1"] + 1  # the extra branch's convolution only

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "kernels.h"
 #include "step_plan.h"
@@ -80,6 +81,49 @@ std::vector<std::vector<size_t>> contiguous_split_parts(const Graph& graph, cons
     if (std::all_of(starts.begin(), starts.end(), [](size_t b) { return b % kAlign == 0; })) parts[id] = starts;
   }
   return parts;
+}
+
+// Concats that run no kernel: every dim before the concat axis is 1 (an NCHW channel
+// concat of a branching block, batch 1), and each input is written by a step of its own
+// (not a source, constant, host-fed or skipped op, not a Reshape-like alias or a Split,
+// one output; an inner in-place Concat counts)
+// whose only reader is this Concat and which is no graph output. Each such producer
+// writes straight into its slice of the Concat's buffer. Every slice starts
+// kAlign-aligned. Returns the inputs' byte offsets from the Concat's start, per such
+// Concat (empty for the others).
+std::vector<std::vector<size_t>> in_place_concat_inputs(const Graph& graph, const std::vector<char>& needed,
+                                                        const std::vector<char>& host_fed,
+                                                        const std::vector<char>& constant,
+                                                        const std::vector<char>& alias, const StepPlan& plan,
+                                                        const std::function<size_t(const TensorType&)>& bytes) {
+  std::vector<std::vector<size_t>> slots(graph.num_ops());
+  std::set<std::pair<int, int>> outputs;
+  for (const TensorRef& r : graph.outputs()) outputs.insert({r.op, r.index});
+  const auto consumers = graph.consumers();
+  auto own_step = [&](const TensorRef& t) {
+    const Op& p = graph.op(t.op);
+    return !is_source_op(p.type) && p.type != OpType::kSplit && needed[t.op] && !host_fed[t.op] && !constant[t.op] && !alias[t.op] &&
+           !plan.skipped(t.op) && p.outputs.size() == 1 && !outputs.count({t.op, t.index}) &&
+           consumers[t.op][t.index].size() == 1;
+  };
+  for (int id = 0; id < graph.num_ops(); ++id) {
+    const Op& op = graph.op(id);
+    if (op.type != OpType::kConcat || !needed[id] || host_fed[id] || constant[id] || plan.skipped(id)) continue;
+    const std::vector<int64_t>& shape = op.outputs[0].shape;
+    const size_t axis = static_cast<size_t>(op.attrs.get_int("axis"));
+    if (axis >= shape.size() || std::any_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d != 1; }))
+      continue;
+    std::vector<size_t> starts;
+    size_t at = 0;
+    bool ok = true;
+    for (const TensorRef& t : op.inputs) {
+      ok = ok && own_step(t) && at % kAlign == 0;
+      starts.push_back(at);
+      at += bytes(graph.tensor_type(t));
+    }
+    if (ok) slots[id] = starts;
+  }
+  return slots;
 }
 
 }  // namespace
@@ -164,12 +208,21 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
                                    res_->float_dtype);
   const ViewPlan& views = *plan.views;
   fused_ops_ = plan.fused_ops;
-  // With fusion, contiguous Split parts are slices of their input's buffer; the aliases
-  // of those parts (Reshapes after them) follow.
-  std::vector<std::vector<size_t>> split_parts(n_ops);
-  if (fuse)
-    split_parts = contiguous_split_parts(graph_, needed, host_fed, constant, alias, plan,
-                                         [&](const TensorType& t) { return stored_bytes(t); });
+  // With fusion, in-place Concats' inputs are written into their slices of its buffer,
+  // contiguous Split parts are slices of their input's buffer, and the aliases of either
+  // (Reshapes after them) follow.
+  std::vector<std::vector<size_t>> split_parts(n_ops), concat_slots(n_ops);
+  if (fuse) {
+    const auto bytes = [&](const TensorType& t) { return stored_bytes(t); };
+    concat_slots = in_place_concat_inputs(graph_, needed, host_fed, constant, alias, plan, bytes);
+    split_parts = contiguous_split_parts(graph_, needed, host_fed, constant, alias, plan, bytes);
+  }
+  for (int id = n_ops - 1; id >= 0; --id) {  // an outer Concat places an inner one before it places its inputs
+    const Op& op = graph_.op(id);
+    for (size_t k = 0; k < concat_slots[id].size(); ++k)
+      offsets_[op.inputs[k].op][op.inputs[k].index] = offsets_[id][0] + concat_slots[id][k];
+    fused_ops_ += !concat_slots[id].empty();
+  }
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
     if (!split_parts[id].empty()) {
@@ -200,7 +253,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
         launch_fill(stored(op.outputs[0].dtype), static_cast<double>(it->second), tensor_ptr({id, 0}), 1, ctx.stream);
       continue;
     }
-    if (alias[id] || plan.skipped(id) || !split_parts[id].empty()) continue;
+    if (alias[id] || plan.skipped(id) || !split_parts[id].empty() || !concat_slots[id].empty()) continue;
     std::vector<void*> in, out;
     for (size_t k = 0; k < op.outputs.size(); ++k) out.push_back(tensor_ptr({id, static_cast<int>(k)}));
     if (const ConvFusion& f = plan.convs.at[id]; f.conv >= 0) {
