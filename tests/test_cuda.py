@@ -177,6 +177,20 @@ def test_cuda_cost_model_measures_on_first_use_and_saves(tmp_path):
     assert replay.misses == 0
 
 
+def _steps_fused_and_not(g: te.Graph, math: str, monkeypatch) -> dict[str, int]:
+    """{RLFLOW_FUSE value: executor steps} with executor fusion off ("0") and on ("1"),
+    the outputs of both checked against the reference executor."""
+    feeds = g.random_inputs(0)
+    steps = {}
+    for fuse in ("0", "1"):
+        monkeypatch.setenv("RLFLOW_FUSE", fuse)
+        with cb.Executor(g, math=math, plan=None) as ex:
+            assert_close(ex.run(feeds), reference.run(g, feeds), 1e-2 if math == "fp16" else RTOL,
+                         f"{g.name} fuse={fuse}")
+            steps[fuse] = ex.num_steps
+    return steps
+
+
 def _split_graph(rows: int, part: int) -> te.Graph:
     """A batch-`rows` RNN cell after merge_parallel_matmuls: one GEMM for three gates,
     Split into them; a part through a Reshape, a part as a graph output."""
@@ -198,14 +212,8 @@ def test_contiguous_split_parts_are_slices_of_their_input(math, monkeypatch):
     # second part would start unaligned. Both keep the Split's step. Same results all.
     steps = {}
     for rows, part in [(1, 128), (2, 128), (1, 40)]:
-        g = _split_graph(rows, part)
-        feeds = g.random_inputs(0)
-        for fuse in ("0", "1"):
-            monkeypatch.setenv("RLFLOW_FUSE", fuse)
-            with cb.Executor(g, math=math, plan=None) as ex:
-                assert_close(ex.run(feeds), reference.run(g, feeds), 1e-2 if math == "fp16" else RTOL,
-                             f"{g.name} fuse={fuse}")
-                steps[rows, part, fuse] = ex.num_steps
+        for fuse, n in _steps_fused_and_not(_split_graph(rows, part), math, monkeypatch).items():
+            steps[rows, part, fuse] = n
     assert steps[1, 128, "1"] == steps[1, 40, "1"] - 1 == steps[2, 128, "1"] - 1
     assert steps[1, 128, "0"] == steps[1, 40, "0"]  # without fusion every Split runs
 
@@ -236,13 +244,7 @@ def test_channel_concat_inputs_are_written_in_place(math, monkeypatch):
     # graph output keeps the Concat's copy. Same results with fusion on and off.
     steps = {}
     for shared, nested in [(False, False), (True, False), (False, True)]:
-        g = _fire_graph(shared, nested)
-        feeds = g.random_inputs(0)
-        for fuse in ("0", "1"):
-            monkeypatch.setenv("RLFLOW_FUSE", fuse)
-            with cb.Executor(g, math=math, plan=None) as ex:
-                assert_close(ex.run(feeds), reference.run(g, feeds), 1e-2 if math == "fp16" else RTOL,
-                             f"{g.name} fuse={fuse}")
-                steps[shared, nested, fuse] = ex.num_steps
+        for fuse, n in _steps_fused_and_not(_fire_graph(shared, nested), math, monkeypatch).items():
+            steps[shared, nested, fuse] = n
     assert steps[False, False, "1"] == steps[True, False, "1"] - 1
     assert steps[False, True, "1"] == steps[False, False, "1"] + 1  # the extra branch's convolution only

@@ -172,9 +172,9 @@ def _check_host_prefix(graph: Graph, opaque_ids: list[int]) -> None:
 
 def _known_scalars(graph: Graph, weights: Mapping[str, np.ndarray]) -> dict[int, float]:
     """{Weight op id: value} of the one-element weights with data that index a Gather,
-    multiply (Mul) or divide (Div's divisor) a MatMul operand: the executor builds them into its plan (a Gather of a known
-    index is a view of its data, a known factor folds into the GEMM; csrc/gpu/views.h,
-    gemm_fusion.h)."""
+    multiply (Mul) or divide (Div's divisor) a MatMul operand: the executor builds them
+    into its plan (a Gather of a known index is a view of its data, a known factor folds
+    into the GEMM; csrc/gpu/views.h, gemm_fusion.h)."""
     pinned = {r.op for op in graph.ops if op.type == "Mul" for r in op.inputs}
     pinned |= {op.inputs[1].op for op in graph.ops if op.type == "Div"}  # x / c: c folds as 1 / c
     pinned |= {op.inputs[1].op for op in graph.ops if op.type == "Gather"}

@@ -47,81 +47,83 @@ void validate_plan(const Graph& graph, const std::map<int, OpPlan>& plan) {
   }
 }
 
-// Splits that run no kernel: every dim before the split axis is 1 (a batch-1 RNN's gates
-// after merged GEMMs), so each part is a contiguous slice of the input's buffer. Only
-// where the input is written by a step (not a view the plan skips, not a tensor inside
-// a fused step), the Split is needed, computed per run and not host-fed, and every
-// part starts kAlign-aligned. Returns the parts' byte offsets from the input's start,
-// per such Split (empty for the others).
-std::vector<std::vector<size_t>> contiguous_split_parts(const Graph& graph, const std::vector<char>& needed,
-                                                        const std::vector<char>& host_fed,
-                                                        const std::vector<char>& constant,
-                                                        const std::vector<char>& alias, const StepPlan& plan,
-                                                        const std::function<size_t(const TensorType&)>& bytes) {
+// What the buffer-slicing decisions below read: per op, as the executor decided it.
+struct SliceFacts {
+  const Graph& graph;
+  const std::vector<char>& needed;
+  const std::vector<char>& host_fed;
+  const std::vector<char>& constant;
+  const std::vector<char>& alias;  // Reshape-likes: their input's buffer
+  const StepPlan& plan;
+  std::function<size_t(const TensorType&)> bytes;  // stored bytes of a tensor
+
+  // A Split or Concat that runs per run (needed, computed per run, not host-fed, not
+  // taken by a fusion) along an axis with every dim before it 1 (`shape`: the whole
+  // tensor): its pieces are contiguous slices of the whole.
+  bool sliceable(int id, const std::vector<int64_t>& shape) const {
+    if (!needed[id] || host_fed[id] || constant[id] || plan.skipped(id)) return false;
+    const size_t axis = static_cast<size_t>(graph.op(id).attrs.get_int("axis"));
+    return axis < shape.size() && std::all_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d == 1; });
+  }
+  // Byte offsets of consecutive pieces, or empty when one would start unaligned.
+  std::vector<size_t> aligned_starts(const std::vector<TensorType>& pieces) const {
+    std::vector<size_t> starts;
+    size_t at = 0;
+    for (const TensorType& t : pieces) {
+      if (at % kAlign) return {};
+      starts.push_back(at);
+      at += bytes(t);
+    }
+    return starts;
+  }
+};
+
+// Splits that run no kernel (a batch-1 RNN's gates after merged GEMMs, a channel split
+// after merged convolutions): each part is its slice of the input's buffer. Only where
+// the input is written by a step (not a view the plan skips, not a tensor inside a fused
+// step). Returns the parts' byte offsets from the input's start, per such Split (empty
+// for the others).
+std::vector<std::vector<size_t>> contiguous_split_parts(const SliceFacts& f) {
+  const Graph& graph = f.graph;
   std::vector<std::vector<size_t>> parts(graph.num_ops());
   auto written = [&](TensorRef t) {
-    while (alias[t.op]) t = graph.op(t.op).inputs[0];
-    return !plan.skipped(t.op);
+    while (f.alias[t.op]) t = graph.op(t.op).inputs[0];
+    return !f.plan.skipped(t.op);
   };
   for (int id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
-    if (op.type != OpType::kSplit || !needed[id] || host_fed[id] || constant[id] || plan.skipped(id) ||
-        !written(op.inputs[0]))
-      continue;
-    const std::vector<int64_t>& shape = graph.tensor_type(op.inputs[0]).shape;
-    const size_t axis = static_cast<size_t>(op.attrs.get_int("axis"));
-    if (axis >= shape.size() || std::any_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d != 1; }))
-      continue;
-    std::vector<size_t> starts;
-    size_t at = 0;
-    for (const TensorType& part : op.outputs) {
-      starts.push_back(at);
-      at += bytes(part);
-    }
-    if (std::all_of(starts.begin(), starts.end(), [](size_t b) { return b % kAlign == 0; })) parts[id] = starts;
+    if (op.type == OpType::kSplit && f.sliceable(id, graph.tensor_type(op.inputs[0]).shape) && written(op.inputs[0]))
+      parts[id] = f.aligned_starts(op.outputs);
   }
   return parts;
 }
 
-// Concats that run no kernel: every dim before the concat axis is 1 (an NCHW channel
-// concat of a branching block, batch 1), and each input is written by a step of its own
-// (not a source, constant, host-fed or skipped op, not a Reshape-like alias or a Split,
-// one output; an inner in-place Concat counts)
-// whose only reader is this Concat and which is no graph output. Each such producer
-// writes straight into its slice of the Concat's buffer. Every slice starts
-// kAlign-aligned. Returns the inputs' byte offsets from the Concat's start, per such
-// Concat (empty for the others).
-std::vector<std::vector<size_t>> in_place_concat_inputs(const Graph& graph, const std::vector<char>& needed,
-                                                        const std::vector<char>& host_fed,
-                                                        const std::vector<char>& constant,
-                                                        const std::vector<char>& alias, const StepPlan& plan,
-                                                        const std::function<size_t(const TensorType&)>& bytes) {
+// Concats that run no kernel (a channel concat of a branching block): each input is
+// written by a step of its own (not a source, constant, host-fed or skipped op, not a
+// Reshape-like alias or a Split, one output; an inner in-place Concat counts) whose only
+// reader is this Concat and which is no graph output; such a producer writes straight
+// into its slice of the Concat's buffer. Returns the inputs' byte offsets from the
+// Concat's start, per such Concat (empty for the others).
+std::vector<std::vector<size_t>> in_place_concat_inputs(const SliceFacts& f) {
+  const Graph& graph = f.graph;
   std::vector<std::vector<size_t>> slots(graph.num_ops());
   std::set<std::pair<int, int>> outputs;
   for (const TensorRef& r : graph.outputs()) outputs.insert({r.op, r.index});
   const auto consumers = graph.consumers();
   auto own_step = [&](const TensorRef& t) {
     const Op& p = graph.op(t.op);
-    return !is_source_op(p.type) && p.type != OpType::kSplit && needed[t.op] && !host_fed[t.op] && !constant[t.op] && !alias[t.op] &&
-           !plan.skipped(t.op) && p.outputs.size() == 1 && !outputs.count({t.op, t.index}) &&
-           consumers[t.op][t.index].size() == 1;
+    return !is_source_op(p.type) && p.type != OpType::kSplit && p.outputs.size() == 1 && f.needed[t.op] &&
+           !f.host_fed[t.op] && !f.constant[t.op] && !f.alias[t.op] && !f.plan.skipped(t.op) &&
+           !outputs.count({t.op, t.index}) && consumers[t.op][t.index].size() == 1;
   };
   for (int id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
-    if (op.type != OpType::kConcat || !needed[id] || host_fed[id] || constant[id] || plan.skipped(id)) continue;
-    const std::vector<int64_t>& shape = op.outputs[0].shape;
-    const size_t axis = static_cast<size_t>(op.attrs.get_int("axis"));
-    if (axis >= shape.size() || std::any_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d != 1; }))
+    if (op.type != OpType::kConcat || !f.sliceable(id, op.outputs[0].shape) ||
+        !std::all_of(op.inputs.begin(), op.inputs.end(), own_step))
       continue;
-    std::vector<size_t> starts;
-    size_t at = 0;
-    bool ok = true;
-    for (const TensorRef& t : op.inputs) {
-      ok = ok && own_step(t) && at % kAlign == 0;
-      starts.push_back(at);
-      at += bytes(graph.tensor_type(t));
-    }
-    if (ok) slots[id] = starts;
+    std::vector<TensorType> pieces;
+    for (const TensorRef& t : op.inputs) pieces.push_back(graph.tensor_type(t));
+    slots[id] = f.aligned_starts(pieces);
   }
   return slots;
 }
@@ -213,9 +215,10 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
   // (Reshapes after them) follow.
   std::vector<std::vector<size_t>> split_parts(n_ops), concat_slots(n_ops);
   if (fuse) {
-    const auto bytes = [&](const TensorType& t) { return stored_bytes(t); };
-    concat_slots = in_place_concat_inputs(graph_, needed, host_fed, constant, alias, plan, bytes);
-    split_parts = contiguous_split_parts(graph_, needed, host_fed, constant, alias, plan, bytes);
+    const SliceFacts facts{graph_, needed, host_fed, constant, alias, plan,
+                           [&](const TensorType& t) { return stored_bytes(t); }};
+    concat_slots = in_place_concat_inputs(facts);
+    split_parts = contiguous_split_parts(facts);
   }
   for (int id = n_ops - 1; id >= 0; --id) {  // an outer Concat places an inner one before it places its inputs
     const Op& op = graph_.op(id);
