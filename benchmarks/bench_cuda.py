@@ -118,10 +118,14 @@ def bench_model(name: str, model, args) -> dict:
         model.reset_counters()
     est = [model.graph_cost(x) for x in graphs]
     misses = getattr(model, "misses", 0)
-    meas = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms for x in graphs]
+
+    def measured(xs):  # each graph's median of 30 replays
+        return [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms for x in xs]
+
+    meas = measured(graphs)
     path = [g] + cost_table.greedy_path(g, args.candidates, model=model)
     path_est = [model.graph_cost(x) for x in path]
-    path_meas = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms for x in path]
+    path_meas = measured(path)
     ref = PYTORCH_REFERENCE.get(name)
     row = {"model": name, "ops": g.num_ops, "measured_ms": orig.median_ms, "optimised_ms": opt.median_ms,
            "candidate_est_ms": est, "candidate_measured_ms": meas,

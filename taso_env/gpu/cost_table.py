@@ -70,8 +70,8 @@ class CostTable:
         for sig, (ms, analytic) in (entries or {}).items():
             self.set(sig, ms, analytic)
 
-    def set(self, signature: str, ms: float, analytic_ms: float = 0.0) -> None:
-        """Adds or replaces one entry.
+    def set(self, signature: str, ms: float, analytic_ms: float = 0.0) -> str:
+        """Adds or replaces one entry; returns the (canonical) signature it is kept under.
 
         Raises:
             CostTableError: a malformed signature or a negative / non-finite cost.
@@ -80,7 +80,9 @@ class CostTable:
             raise CostTableError(f"malformed op signature {signature!r}")
         if not (math.isfinite(ms) and ms >= 0):
             raise CostTableError(f"invalid cost {ms!r} ms for {signature!r}")
-        self._entries[_core.canonical_signature(signature)] = (float(ms), float(analytic_ms))
+        key = _core.canonical_signature(signature)
+        self._entries[key] = (float(ms), float(analytic_ms))
+        return key
 
     def get(self, signature: str) -> float:
         return self._entries[_core.canonical_signature(signature)][0]
@@ -143,12 +145,11 @@ def _read_table(path: str, group) -> CostTable:
     table = CostTable(device, math_mode, notes=notes.decode() if isinstance(notes, bytes) else str(notes))
     same: dict[str, list[tuple[float, float]]] = {}  # canonical signature -> its entries
     for s, m, a in zip(sigs, ms, analytic):
-        s = s.decode() if isinstance(s, bytes) else str(s)
         try:
-            table.set(s, float(m), float(a))
+            key = table.set(s.decode() if isinstance(s, bytes) else str(s), float(m), float(a))
         except CostTableError as err:
             raise CorruptCostTableError(f"{where}: {err}") from err
-        same.setdefault(_core.canonical_signature(s), []).append((float(m), float(a)))
+        same.setdefault(key, []).append((float(m), float(a)))
     for sig, values in same.items():
         if len(values) > 1:  # an older table's several names of one configuration
             table.set(sig, sum(v[0] for v in values) / len(values), sum(v[1] for v in values) / len(values))
