@@ -3,7 +3,8 @@
 
     python benchmarks/bench_vs_pytorch.py [--models resnet50 ...] [--budget 50] [--math fp32 tf32]
 
-Per torchvision model (random init as benchmarks/export_zoo.py makes it, batch 1): the
+Per model (any torchvision classification model or export_zoo.TRANSFORMERS name, random
+init as benchmarks/export_zoo.py makes it, batch 1): the
 model is exported with torch.onnx (weights kept) and loaded in rlflow; the graph is
 optimised (backtracking search, analytic cost model); the optimised graph's ONNX export
 is checked against the source export in onnxruntime (CPU); both graphs run on the GPU
@@ -38,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 from common import emit  # noqa: E402
-from export_zoo import export_full, make  # noqa: E402
+from export_zoo import export_full, feeds_of, make, torch_outputs  # noqa: E402
 from profile_vs_pytorch import HALF, graph_replay_ms, in_math, set_math  # noqa: E402
 
 import taso_env as te  # noqa: E402
@@ -55,31 +56,52 @@ def rel_err(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
 
 
-def bench_torchvision(name: str, args) -> dict:
+def torch_ms(fn) -> tuple[float, str]:
+    """PyTorch's ms per call of `fn`: CUDA-graph replay where it captures, else the median
+    wall time of eager calls (Hugging Face models that copy a host tensor while running)."""
+    try:
+        return graph_replay_ms(fn), "cuda graph"
+    except Exception:
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(30):
+            t = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t) * 1000)
+        return float(np.median(times[5:])), "eager wall"
+
+
+def bench_export(name: str, args) -> dict:
+    """A torchvision or TRANSFORMERS model of export_zoo, exported with its weights."""
     model, x = make(name)
     proto = export_full(name, model, x)
     row: dict = {"model": name}
     g = te.load_onnx(proto, name=name)
     row["ops"] = sum(1 for o in g.ops if o.type not in ("Input", "Weight"))
     row["opaque"] = sum(1 for o in g.ops if o.type == "Opaque")
+    if row["opaque"]:
+        row["opaque_types"] = sorted({str(o.attrs.get("onnx_op_type", b"?"), "ascii") for o in g.ops
+                                      if o.type == "Opaque"})
     start = time.perf_counter()
     r = te.search(g, "backtracking", budget=args.budget, model="analytic")
     row["search_s"] = round(time.perf_counter() - start, 2)
     row["rules"] = ", ".join(f"{k} {v}" for k, v in r.rule_fires.most_common(3))
-    feeds = {"input": x.numpy()}
+    feeds = feeds_of(x)
     try:
         row["ort_equal"] = bool(check.check_equivalent(proto, r.graph, feeds).equivalent)
     except Exception as e:  # an export onnxruntime cannot run is a failure, reported
         row["ort_equal"] = f"error: {type(e).__name__}: {e}"[:200]
     model = model.cuda()
-    xc = x.cuda()
+    xc = {k: v.cuda() for k, v in x.items()} if isinstance(x, dict) else x.cuda()
     set_math("fp32")
     with torch.no_grad():
-        want = model(xc).cpu().numpy()
+        want = torch_outputs(model, xc).float().cpu().numpy()
+    out_name = g.output_names[0]
     opaque = "host" if row["opaque"] else "error"
     for label, graph in (("orig", g), ("opt", r.graph)):
         try:
-            got = cb.run(graph, feeds, math="fp32", opaque=opaque)["output"]
+            got = cb.run(graph, feeds, math="fp32", opaque=opaque)[out_name]
             row[f"{label}_vs_torch_rel"] = rel_err(got, want)
         except Exception as e:
             row[f"{label}_vs_torch_rel"] = f"error: {type(e).__name__}: {e}"[:200]
@@ -87,14 +109,14 @@ def bench_torchvision(name: str, args) -> dict:
         set_math(math)
         tmodel, tx = in_math(model, xc, math)
         with torch.no_grad():
-            row[f"torch_{math}"] = graph_replay_ms(lambda m=tmodel, x=tx: m(x))
+            row[f"torch_{math}"], row["torch_mode"] = torch_ms(lambda m=tmodel, x=tx: torch_outputs(m, x))
             if math in HALF:
-                row[f"torch_{math}_err"] = rel_err(tmodel(tx).float().cpu().numpy(), want)
+                row[f"torch_{math}_err"] = rel_err(torch_outputs(tmodel, tx).float().cpu().numpy(), want)
         for label, graph in (("orig", g), ("opt", r.graph)):
             try:
                 row[f"{label}_{math}"] = cb.measure(graph, math=math, opaque=opaque, repeats=args.repeats).median_ms
                 if math in HALF:
-                    got = cb.run(graph, feeds, math=math, opaque=opaque)["output"]
+                    got = cb.run(graph, feeds, math=math, opaque=opaque)[out_name]
                     row[f"{label}_{math}_err"] = rel_err(got, want)
             except Exception as e:
                 row[f"{label}_{math}"] = float("nan")
@@ -120,19 +142,7 @@ def bench_bert(args) -> dict:
         set_math(math)
         tmodel, _ = in_math(model, ids, math)
         with torch.no_grad():
-            try:
-                row[f"torch_{math}"] = graph_replay_ms(lambda m=tmodel: m(input_ids=ids, attention_mask=mask))
-                row["torch_mode"] = "cuda graph"
-            except Exception:
-                torch.cuda.synchronize()
-                times = []
-                for _ in range(30):
-                    t = time.perf_counter()
-                    tmodel(input_ids=ids, attention_mask=mask)
-                    torch.cuda.synchronize()
-                    times.append((time.perf_counter() - t) * 1000)
-                row[f"torch_{math}"] = float(np.median(times[5:]))
-                row["torch_mode"] = "eager wall"
+            row[f"torch_{math}"], row["torch_mode"] = torch_ms(lambda m=tmodel: m(input_ids=ids, attention_mask=mask))
         for label, graph in (("orig", g), ("opt", r.graph)):
             row[f"{label}_{math}"] = cb.measure(graph, math=math, opaque=opaque, repeats=args.repeats).median_ms
     return row
@@ -153,7 +163,7 @@ def main(argv=None) -> int:
     rows = []
     for name in args.models:
         try:
-            row = bench_bert(args) if name == "bert_base" else bench_torchvision(name, args)
+            row = bench_bert(args) if name == "bert_base" else bench_export(name, args)
         except Exception as e:
             row = {"model": name, "error": f"{type(e).__name__}: {e}"[:300]}
         for math in args.math:

@@ -2,15 +2,19 @@
 """Exports the model zoo of data/models/ (run on the GPU machine, which has torch,
 torchvision and transformers; nothing is downloaded).
 
-    python benchmarks/export_zoo.py OUT_DIR [--models resnet18 ...]
+    python benchmarks/export_zoo.py OUT_DIR [--models resnet18 swin_t gpt2 ...]
 
+Models: any torchvision classification model by its torchvision name (MODELS are the
+shipped ones), or a Hugging Face model of TRANSFORMERS built from its default config
+(`input_ids`, `attention_mask` [1, 128]; eager attention, "<name>@sdpa" for SDPA).
 Every model: random init (torchvision `weights=None`), ±1e-3 uniform noise on every
 float parameter and buffer (BatchNorm running_var positive only) so that no two
 initializers are equal, eval mode, batch 1, TorchScript exporter (opset 17, constant
-folding, which folds BatchNorm into Conv; the dynamo exporter, opset 18, for ViT),
+folding, which folds BatchNorm into Conv; the dynamo exporter, opset 18, for ViT, the
+transformers and any model whose TorchScript graph is not fully static),
 then the float weights stripped: each weight initializer becomes a graph input of the same name, dtype and shape with
-`doc_string = "weight: initializer data stripped"` (integer/bool initializers of at
-most 4096 elements and float scalars stay). The full export is checked against PyTorch
+`doc_string = "weight: initializer data stripped"` (integer / bool initializers, float
+scalars and float constants of at most 16 distinct values keep their data: KEEP_LIMIT). The full export is checked against PyTorch
 in onnxruntime before stripping; the stripped file passes the ONNX checker and strict
 shape inference. Prints one JSON line per model.
 """
@@ -31,29 +35,109 @@ MODELS = {
     "densenet121": ("densenet121", 224), "convnext_tiny": ("convnext_tiny", 224), "vit_b_16": ("vit_b_16", 224),
 }
 
+#: Hugging Face models built from their default configuration (nothing downloaded):
+#: name -> (transformers model class, config class, sequence length).
+TRANSFORMERS = {
+    "bert_base": ("BertModel", "BertConfig", 128), "distilbert": ("DistilBertModel", "DistilBertConfig", 128),
+    "roberta_base": ("RobertaModel", "RobertaConfig", 128), "gpt2": ("GPT2Model", "GPT2Config", 128),
+    "albert_base": ("AlbertModel", "AlbertConfig", 128), "electra": ("ElectraModel", "ElectraConfig", 128),
+    "t5_small_encoder": ("T5EncoderModel", "T5Config", 128),
+}
 
-def make(name: str):
+
+def image_size(name: str) -> int:
+    """Input side of a torchvision classifier: its entry in MODELS, else 299 for Inception, 224."""
+    return MODELS[name][1] if name in MODELS else (299 if name.startswith("inception") else 224)
+
+
+def add_noise(model, seed: int = 0) -> None:
+    """±1e-3 uniform noise on every float parameter and buffer (running_var: positive), so
+    that no two initializers are equal (the exporter would merge equal ones)."""
     import torch
-    import torchvision
 
-    fn, size = MODELS[name]
-    kwargs = {"weights": None}
-    if name == "inception_v3":
-        kwargs.update(aux_logits=False, init_weights=False)
-    model = getattr(torchvision.models, fn)(**kwargs).eval()
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for pname, t in list(model.named_parameters()) + list(model.named_buffers()):
             if not t.dtype.is_floating_point:
                 continue
             noise = (torch.rand(t.shape, generator=g) * 2 - 1) * 1e-3
             t.add_(noise.abs() if pname.endswith("running_var") else noise)
-    return model, torch.randn(1, 3, size, size, generator=g)
+
+
+def make(name: str):
+    """(model, example input) of a zoo name: any torchvision classification model (random
+    init) with an image batch of one, or a TRANSFORMERS name with a dict of int64
+    `input_ids` / `attention_mask` (all ones) of batch one."""
+    import torch
+
+    if name.partition("@")[0] in TRANSFORMERS:
+        return make_transformer(name)
+    import torchvision
+
+    fn = MODELS[name][0] if name in MODELS else name
+    kwargs = {"weights": None}
+    if name.startswith("inception") or name == "googlenet":
+        kwargs.update(aux_logits=False, init_weights=False)
+    model = torchvision.models.get_model(fn, **kwargs).eval()
+    add_noise(model)
+    size = image_size(name)
+    return model, torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
+
+
+def make_transformer(name: str):
+    """A TRANSFORMERS model; "<name>@sdpa" asks for its default SDPA attention instead of
+    the eager one (the exports differ)."""
+    import torch
+    import transformers
+
+    base, _, attention = name.partition("@")
+    cls_name, config_cls, seq = TRANSFORMERS[base]
+    config = getattr(transformers, config_cls)()
+    config.return_dict = False
+    config.use_cache = False  # a KV cache output does not export (GPT-2)
+    cls = getattr(transformers, cls_name)
+    model = cls._from_config(config, attn_implementation=attention or "eager").eval()
+    add_noise(model)
+    g = torch.Generator().manual_seed(1)
+    vocab = int(getattr(config, "vocab_size", 30000))
+    return model, {"input_ids": torch.randint(0, vocab, (1, seq), generator=g),
+                   "attention_mask": torch.ones(1, seq, dtype=torch.long)}
+
+
+def feeds_of(x) -> dict:
+    """The ONNX feeds of an example input as `make` returns it."""
+    return {k: v.numpy() for k, v in x.items()} if isinstance(x, dict) else {"input": x.numpy()}
+
+
+def torch_outputs(model, x):
+    """The model's first output on `x` (a tensor)."""
+    out = model(**x) if isinstance(x, dict) else model(x)
+    return out[0] if isinstance(out, (tuple, list)) else out
 
 
 # The TorchScript exporter leaves ViT's class-token Expand with a dynamic dimension; the
-# dynamo exporter gives a fully static graph (opset 18).
+# dynamo exporter gives a fully static graph (opset 18). Transformers go through dynamo
+# too; any other model falls back to it when the TorchScript graph is not fully static.
 DYNAMO = {"vit_b_16"}
+
+
+def _static(proto) -> bool:
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+    except Exception:
+        return False
+    g = inferred.graph
+    known = {v.name: v for v in list(g.value_info) + list(g.output) + list(g.input)}
+    for node in g.node:
+        for out in node.output:
+            v = known.get(out)
+            if v is None or not v.type.tensor_type.HasField("shape"):
+                return False
+            if any(not d.HasField("dim_value") for d in v.type.tensor_type.shape.dim):
+                return False
+    return True
 
 
 def export_full(name: str, model, x):
@@ -61,14 +145,28 @@ def export_full(name: str, model, x):
     import onnx
     import torch
 
-    if name in DYNAMO:
-        prog = torch.onnx.export(model, (x,), input_names=["input"], output_names=["output"], opset_version=18,
-                                 dynamo=True, optimize=True)
-        return prog.model_proto
-    buf = io.BytesIO()
-    torch.onnx.export(model, (x,), buf, input_names=["input"], output_names=["output"], opset_version=17,
-                      do_constant_folding=True, dynamo=False)
-    return onnx.load_from_string(buf.getvalue())
+    args, kwargs = ((), x) if isinstance(x, dict) else ((x,), {})
+    if name not in DYNAMO and not isinstance(x, dict):
+        buf = io.BytesIO()
+        try:
+            torch.onnx.export(model, args, buf, input_names=["input"], output_names=["output"], opset_version=17,
+                              do_constant_folding=True, dynamo=False)
+            proto = onnx.load_from_string(buf.getvalue())
+            if _static(proto):
+                return proto
+        except Exception:  # fall through to the dynamo exporter
+            pass
+    names = {} if kwargs else {"input_names": ["input"], "output_names": ["output"]}
+    prog = torch.onnx.export(model, args, kwargs=kwargs or None, opset_version=18, dynamo=True, optimize=True,
+                             **names)
+    return prog.model_proto
+
+
+#: Initializers the stripped file keeps with their data (at most this many elements):
+#: integer / bool ones (shapes, axes, indices, masks), scalars, and float constants of at
+#: most 16 distinct values (attention-mask fills); every other float initializer is a
+#: learned weight (the ±1e-3 noise makes its values distinct) and loses its data.
+KEEP_LIMIT = 1 << 20
 
 
 def strip(model_bytes: bytes, source: str):
@@ -80,8 +178,7 @@ def strip(model_bytes: bytes, source: str):
     keep, inputs = [], []
     for init in m.graph.initializer:
         arr = numpy_helper.to_array(init)
-        small_int = arr.dtype.kind in "iub" and arr.size <= 4096
-        if small_int or (arr.dtype.kind == "f" and arr.size == 1):
+        if arr.size <= KEEP_LIMIT and (arr.dtype.kind in "iub" or arr.size == 1 or len(np.unique(arr)) <= 16):
             keep.append(init)
             continue
         vi = helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
@@ -108,12 +205,15 @@ def export(name: str, out_dir: str) -> dict:
     model, x = make(name)
     full = export_full(name, model, x).SerializeToString()
     sess = ort.InferenceSession(full, providers=["CPUExecutionProvider"])
-    got = sess.run(None, {"input": x.numpy()})[0]
+    got = sess.run(None, feeds_of(x))[0]
     with torch.no_grad():
-        want = model(x).numpy()
+        want = torch_outputs(model, x).numpy()
     diff = float(np.abs(got - want).max())
-    m = strip(full, f"torchvision.models.{MODELS[name][0]}(weights=None), torch {torch.__version__}")
-    path = os.path.join(out_dir, f"{name}.onnx")
+    base = name.partition("@")[0]
+    source = (f"transformers.{TRANSFORMERS[base][0]}({TRANSFORMERS[base][1]}()) random init" if base in TRANSFORMERS
+              else f"torchvision.models.{MODELS[name][0] if name in MODELS else name}(weights=None)")
+    m = strip(full, f"{source}, torch {torch.__version__}")
+    path = os.path.join(out_dir, f"{name.replace('@', '_')}.onnx")
     onnx.save(m, path)
     hist = collections.Counter(n.op_type for n in m.graph.node)
     params = sum(int(np.prod([d.dim_value for d in i.type.tensor_type.shape.dim]))

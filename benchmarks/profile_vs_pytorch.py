@@ -55,7 +55,10 @@ def in_math(model, x, math: str):
         return model, x
     import copy
 
-    return copy.deepcopy(model).to(HALF[math]), (x.to(HALF[math]) if x.is_floating_point() else x)
+    def cast(t):
+        return t.to(HALF[math]) if t.is_floating_point() else t
+
+    return copy.deepcopy(model).to(HALF[math]), ({k: cast(v) for k, v in x.items()} if isinstance(x, dict) else cast(x))
 
 
 def graph_replay_ms(fn, warmup: int = 5, samples: int = 20, inner: int = 10) -> float:

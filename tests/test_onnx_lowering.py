@@ -70,3 +70,92 @@ def test_uncovered_gather_nd_stays_opaque():
     for m in (runtime_indices, batched):
         g = te.load_onnx(m)
         assert [o.attrs["onnx_op_type"] for o in g.ops if o.type == "Opaque"] == [b"GatherND"]
+
+
+def _unary(op_type: str, shape, out_shape=None, inputs=(), initializers=(), dtype=TensorProto.FLOAT, **attrs):
+    return _model([helper.make_node(op_type, ["x", *inputs], ["y"], **attrs)],
+                  [helper.make_tensor_value_info("x", dtype, list(shape))],
+                  [helper.make_tensor_value_info("y", dtype, list(out_shape or shape))], initializers)
+
+
+def _modelled(g: te.Graph) -> list[str]:
+    assert "Opaque" not in {o.type for o in g.ops}
+    return [o.type for o in g.ops if o.type not in ("Input", "Weight")]
+
+
+@pytest.mark.parametrize("exponent, ops", [
+    (1.0, ["Identity"]), (2.0, ["Mul"]), (3.0, ["Mul", "Mul"]), (4.0, ["Mul", "Mul"]), (0.5, ["Sqrt"]),
+    (-1.0, ["Div"]), (-0.5, ["Sqrt", "Div"]),
+])
+def test_pow_of_a_constant_exponent_loads_as_products_roots_and_divisions(exponent, ops):
+    m = _unary("Pow", [3, 5], inputs=["e"], initializers=[numpy_helper.from_array(np.array(exponent, np.float32), "e")])
+    x = np.random.default_rng(2).uniform(0.5, 2.0, (3, 5)).astype(np.float32)
+    g = te.load_onnx(m)
+    assert _modelled(g) == ops
+    np.testing.assert_allclose(reference.run(g, {"x": x})["y"], run_onnxruntime(m, {"x": x})["y"], rtol=1e-6)
+
+
+def test_pow_of_another_exponent_and_a_computed_one_stay_opaque():
+    odd = _unary("Pow", [3], inputs=["e"], initializers=[numpy_helper.from_array(np.array(1.7, np.float32), "e")])
+    fed = _model([helper.make_node("Pow", ["x", "e"], ["y"])],
+                 [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ("x", "e")],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    for m in (odd, fed):
+        assert [o.attrs["onnx_op_type"] for o in te.load_onnx(m).ops if o.type == "Opaque"] == [b"Pow"]
+
+
+def test_reciprocal_loads_as_a_division():
+    x = np.random.default_rng(3).uniform(0.5, 2.0, (2, 4)).astype(np.float32)
+    assert _modelled(_same_as_onnxruntime(_unary("Reciprocal", [2, 4]), {"x": x})) == ["Div"]
+
+
+def _slice(shape, starts, ends, axes=None, steps=None):
+    x = np.zeros(shape)
+    index = [slice(None)] * len(shape)
+    for k, axis in enumerate(axes if axes is not None else range(len(starts))):
+        index[axis] = slice(starts[k], ends[k], steps[k] if steps is not None else None)
+    out_shape = x[tuple(index)].shape
+    names, inits = ["starts", "ends"], [numpy_helper.from_array(np.asarray(starts, np.int64), "starts"),
+                                        numpy_helper.from_array(np.asarray(ends, np.int64), "ends")]
+    for name, value in (("axes", axes), ("steps", steps)):
+        if value is not None:
+            names.append(name)
+            inits.append(numpy_helper.from_array(np.asarray(value, np.int64), name))
+        elif name == "axes" and steps is not None:
+            names.append("")
+    return _unary("Slice", shape, out_shape, inputs=names, initializers=inits)
+
+
+@pytest.mark.parametrize("shape, starts, ends, axes, steps", [
+    ((4, 6), [1], [3], [0], None),                              # the middle rows
+    ((4, 6), [0, -2], [2, 2 ** 62], [0, 1], None),              # a head and a tail, negative start, end past it
+    ((2, 8, 8, 3), [1, 0], [2 ** 62, 2 ** 62], [1, 2], [2, 2]),  # Swin's patch merging x[:, 1::2, 0::2]
+    ((2, 7, 5), [-3, 1], [100, 5], [1, 2], [1, 2]),             # a clamped end, a step not dividing the dim
+    ((1, 9), [2], [9], [1], [3]),                               # elements 2, 5, 8: the block ends at the end
+    ((3, 5), [0], [5], [1], None),                              # everything: an Identity
+])
+def test_slices_with_constant_bounds_load_as_splits(shape, starts, ends, axes, steps):
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    m = _slice(shape, starts, ends, axes, steps)
+    g = _same_as_onnxruntime(m, {"x": x})
+    assert set(_modelled(g)) <= {"Split", "Reshape", "Identity"}
+    # and back out to ONNX: the exported graph computes the same in onnxruntime
+    np.testing.assert_array_equal(run_onnxruntime(g.export_onnx(), {"x": x})["y"], run_onnxruntime(m, {"x": x})["y"])
+
+
+def test_negative_steps_and_blocks_that_do_not_fit_stay_opaque():
+    for m in (_slice((4, 6), [3], [0], [0], [-1]), _slice((2, 5), [1], [5], [1], [3])):  # 1, 4: 6 > 5 elements
+        assert [o.attrs["onnx_op_type"] for o in te.load_onnx(m).ops if o.type == "Opaque"] == [b"Slice"]
+
+
+@pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, 2], 0), (None, 1)])
+def test_reduce_l2_loads_as_the_root_of_a_sum_of_squares(axes, keepdims):
+    shape = (2, 3, 4)
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    want = np.sqrt(np.sum(x * x, axis=tuple(axes) if axes else None, keepdims=bool(keepdims)))
+    m = _model([helper.make_node("ReduceL2", ["x"], ["y"], keepdims=keepdims, **({"axes": axes} if axes else {}))],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(want.shape))])
+    g = te.load_onnx(m)
+    assert _modelled(g) == ["Mul", "ReduceSum", "Sqrt"]
+    np.testing.assert_allclose(reference.run(g, {"x": x})["y"], run_onnxruntime(m, {"x": x})["y"], rtol=1e-5)

@@ -27,6 +27,7 @@ from onnx import numpy_helper
 from taso_env import _core, dtypes, errors
 from taso_env.engine.graph import Graph
 from taso_env.onnx.converters import _CONVERTERS, _ImportContext, _Node
+from taso_env.onnx.folding import fold_constants
 from taso_env.onnx.lowering import lower
 
 
@@ -95,9 +96,10 @@ def load_onnx(source, name: str | None = None) -> Graph:
     model = _read_model(source, where)
     _sort_nodes(model, where)
     model = _check_and_infer(model, where)
-    lowered = lower(model)  # GatherND / And as ops the core has (lowering.py)
-    if lowered is not model:
-        model = _check_and_infer(lowered, where)
+    for rewrite in (fold_constants, lower):  # constants folded (folding.py); ONNX ops as core ops (lowering.py)
+        rewritten = rewrite(model)
+        if rewritten is not model:
+            model = _check_and_infer(rewritten, where)
     graph = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     ctx = _ImportContext(where, opset)

@@ -6,6 +6,16 @@ computing exactly the same values (so they load as modelled ops, not opaque ones
   Hugging Face BERT export's attention-mask preprocessing uses this.
 - And(a, b) on bools: Cast(Where(a, Cast(b, uint8), 0), bool) (through uint8 because
   onnxruntime has no Where kernel for bools, and exported graphs are checked there).
+- Pow(x, c) of a float x and a constant one-element exponent c in {1, 2, 3, 4, 0.5, -0.5,
+  -1}: Identity, products of x (GPT-2 / ALBERT's tanh GELU has x^3, T5's RMS norm x^2),
+  Sqrt, and Div(1, .) for the negative ones. Reciprocal(x) of a float x: Div(1, x).
+- Slice with constant starts / ends / axes and positive steps of a tensor with a static
+  shape: per sliced axis a Split into [before, kept, after] keeping the middle part
+  (Swin's shifted windows); with a step k > 1, the kept part reshaped to [count, k] and
+  split again keeping one column, then reshaped back (Swin's patch merging, x[0::2]).
+  A slice that keeps everything is an Identity.
+- ReduceL2(x, axes, keepdims): Sqrt(ReduceSum(Mul(x, x), axes, keepdims)) (Swin V2's
+  cosine attention).
 
 A node whose configuration is not covered (indices computed at run time, batch_dims > 0,
 unknown shapes, an index out of range) is left as it is and loads as an opaque op.
@@ -17,12 +27,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-LOWERED = ("GatherND", "And")
+LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2")
 
 
 def lower(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` (already through ONNX shape inference, as the importer has it) with every
-    coverable GatherND / And node rewritten (the same object when there is none;
+    coverable node of a LOWERED type rewritten (the same object when there is none;
     otherwise a copy, to be inferred again)."""
     if not any(n.op_type in LOWERED and n.domain in ("", "ai.onnx") for n in model.graph.node):
         return model
@@ -32,7 +42,9 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
     for n in graph.node:
         if n.op_type == "Constant" and len(n.output) == 1 and n.attribute and n.attribute[0].name == "value":
             constants[n.output[0]] = n.attribute[0].t
-    shapes = _static_shapes(model)
+    shapes = static_shapes(model)
+    types = elem_types(model)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     nodes, added = [], []
     for n in graph.node:
         if n.domain not in ("", "ai.onnx"):
@@ -41,6 +53,8 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
             nodes.extend(_gather_nd(n, constants, shapes, added) or [n])
         elif n.op_type == "And" and len(n.input) == 2 and len(n.output) == 1:
             nodes.extend(_and(n, constants, added))
+        elif n.op_type in _ARITHMETIC:
+            nodes.extend(_ARITHMETIC[n.op_type](n, constants, shapes, types, opset, added) or [n])
         else:
             nodes.append(n)
     del graph.node[:]
@@ -57,7 +71,7 @@ def _fresh(name: str, taken) -> str:
     return out
 
 
-def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Shapes of every tensor of the inferred model whose dims are all known."""
     g = model.graph
     out = {i.name: tuple(i.dims) for i in g.initializer}
@@ -110,3 +124,192 @@ def _gather_nd(n: onnx.NodeProto, constants, shapes, added) -> list[onnx.NodePro
         constants[name] = added[-1]
     return [helper.make_node("Reshape", [data, flat_shape_name], [flat_data_name], name=f"{n.name}__reshape"),
             helper.make_node("Gather", [flat_data_name, flat_index_name], [out], name=n.name, axis=0)]
+
+
+def elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """ONNX element type of every tensor the inferred model types."""
+    g = model.graph
+    out = {i.name: i.data_type for i in g.initializer}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        if vi.type.HasField("tensor_type"):
+            out[vi.name] = vi.type.tensor_type.elem_type
+    return out
+
+
+_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+
+
+def _constant_value(name: str, constants) -> np.ndarray | None:
+    return numpy_helper.to_array(constants[name]) if name in constants else None
+
+
+def _scalar(value: float, like: int, stem: str, constants, added) -> str:
+    """A new one-element initializer of `value`, of ONNX element type `like`."""
+    name = _fresh(stem, constants)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(like)
+    added.append(numpy_helper.from_array(np.array(value, dtype=dtype), name))
+    constants[name] = added[-1]
+    return name
+
+
+def _pow(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    if len(n.input) != 2 or types.get(n.input[0]) not in _FLOATS:
+        return None
+    c = _constant_value(n.input[1], constants)
+    if c is None or c.size != 1:
+        return None
+    x, out, e = n.input[0], n.output[0], float(c.reshape(()))
+    tmp = _fresh(f"{out}__sq", constants)
+    constants[tmp] = None
+    if e == 1:
+        return [helper.make_node("Identity", [x], [out], name=n.name)]
+    if e == 2:
+        return [helper.make_node("Mul", [x, x], [out], name=n.name)]
+    if e in (3, 4):
+        second = [x, tmp] if e == 3 else [tmp, tmp]
+        return [helper.make_node("Mul", [x, x], [tmp], name=f"{n.name}__sq"),
+                helper.make_node("Mul", second, [out], name=n.name)]
+    if e == 0.5:
+        return [helper.make_node("Sqrt", [x], [out], name=n.name)]
+    if e in (-1, -0.5):
+        one = _scalar(1.0, types[x], f"{out}__one", constants, added)
+        if e == -1:
+            return [helper.make_node("Div", [one, x], [out], name=n.name)]
+        return [helper.make_node("Sqrt", [x], [tmp], name=f"{n.name}__sqrt"),
+                helper.make_node("Div", [one, tmp], [out], name=n.name)]
+    return None
+
+
+def _reciprocal(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    if len(n.input) != 1 or types.get(n.input[0]) not in _FLOATS:
+        return None
+    one = _scalar(1.0, types[n.input[0]], f"{n.output[0]}__one", constants, added)
+    return [helper.make_node("Div", [one, n.input[0]], [n.output[0]], name=n.name)]
+
+
+def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    if opset < 13 or len(n.input) < 3 or n.input[0] not in shapes:
+        return None
+    shape = list(shapes[n.input[0]])
+    params = [_constant_value(t, constants) if t else None for t in list(n.input[1:]) + [""] * (5 - len(n.input))]
+    starts, ends, axes, steps = params[:4]
+    if starts is None or ends is None or (len(n.input) > 3 and n.input[3] and axes is None) or \
+            (len(n.input) > 4 and n.input[4] and steps is None):
+        return None
+    axes = list(range(len(starts))) if axes is None else [int(a) % len(shape) for a in axes]
+    steps = [1] * len(axes) if steps is None else [int(k) for k in steps]
+    cuts = []
+    for axis, start, end, step in zip(axes, starts.tolist(), ends.tolist(), steps):
+        dim = shape[axis]
+        start = min(max(start + dim if start < 0 else start, 0), dim)
+        end = min(max(end + dim if end < 0 else end, 0), dim)
+        count = -(-(end - start) // step) if step > 0 else 0
+        if count <= 0:
+            return None  # an empty slice or a negative step: left as it is
+        column = 0
+        if step > 1:  # the elements start, start + step, ...: one column of a [count, step] block
+            fits = [c for c in range(min(start, step - 1) + 1) if start - c + count * step <= dim]
+            if not fits:
+                return None  # no block of count * step elements holds them: left as it is
+            column = fits[-1]
+            start, end = start - column, start - column + count * step
+        if (start, end, step) != (0, dim, 1):
+            cuts.append((axis, start, end, step, column))
+    if not cuts:
+        return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
+    maker = _NodeMaker(n.output[0], constants, added)
+    current = n.input[0]
+    for axis, start, end, step, column in cuts:
+        dim = shape[axis]
+        current = maker.part(current, axis, [start, end - start, dim - end], 1 if start > 0 else 0)
+        if step > 1:
+            count = (end - start) // step
+            blocks = shape[:axis] + [count, step] + shape[axis + 1:]
+            current = maker.reshape(current, blocks)
+            current = maker.part(current, axis + 1, [column, 1, step - column - 1], 1 if column > 0 else 0)
+            shape = shape[:axis] + [count] + shape[axis + 1:]
+            current = maker.reshape(current, shape)
+        else:
+            shape[axis] = end - start
+    return maker.finish(current, n.name)
+
+
+class _NodeMaker:
+    """Builds a chain of nodes ending in tensor `out`, with fresh names for the rest."""
+
+    def __init__(self, out: str, constants, added):
+        self.out, self.constants, self.added, self.nodes = out, constants, added, []
+
+    def _name(self, stem: str) -> str:
+        name = _fresh(f"{self.out}__{stem}", self.constants)
+        self.constants[name] = None
+        return name
+
+    def _constant(self, stem: str, value: np.ndarray) -> str:
+        name = _fresh(f"{self.out}__{stem}", self.constants)
+        self.added.append(numpy_helper.from_array(value, name))
+        self.constants[name] = self.added[-1]
+        return name
+
+    def part(self, x: str, axis: int, sizes: list[int], keep: int) -> str:
+        """Part `keep` of the nonzero `sizes` of a Split of x along axis (x itself if one)."""
+        sizes = [size for size in sizes if size > 0]
+        if len(sizes) == 1:
+            return x
+        outs = [self._name(f"part{len(self.nodes)}_{j}") for j in range(len(sizes))]
+        sizes_name = self._constant("sizes", np.asarray(sizes, dtype=np.int64))
+        self.nodes.append(helper.make_node("Split", [x, sizes_name], outs, name=f"{self.out}__split{len(self.nodes)}",
+                                           axis=axis))
+        return outs[keep]
+
+    def reshape(self, x: str, shape: list[int]) -> str:
+        out = self._name(f"reshaped{len(self.nodes)}")
+        self.nodes.append(helper.make_node("Reshape", [x, self._constant("shape", np.asarray(shape, dtype=np.int64))],
+                                           [out], name=f"{self.out}__reshape{len(self.nodes)}"))
+        return out
+
+    def finish(self, last: str, name: str) -> list[onnx.NodeProto]:
+        """The nodes, the last one renamed to write `out` (an Identity if none wrote `last`)."""
+        if not self.nodes or last not in self.nodes[-1].output:
+            self.nodes.append(helper.make_node("Identity", [last], [self.out], name=name))
+            return self.nodes
+        outs = list(self.nodes[-1].output)
+        outs[outs.index(last)] = self.out
+        del self.nodes[-1].output[:]
+        self.nodes[-1].output.extend(outs)
+        self.nodes[-1].name = name
+        return self.nodes
+
+
+def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    if types.get(n.input[0]) not in _FLOATS:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    if opset >= 18:
+        axes = _constant_value(n.input[1], constants) if len(n.input) > 1 and n.input[1] else np.zeros(0, np.int64)
+        if axes is None:
+            return None
+    else:
+        axes = np.asarray(attrs.get("axes", []), dtype=np.int64)
+    if axes.size == 0:
+        if attrs.get("noop_with_empty_axes", 0):
+            return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
+        if n.input[0] not in shapes:
+            return None
+        axes = np.arange(len(shapes[n.input[0]]), dtype=np.int64)
+    out, keepdims = n.output[0], int(attrs.get("keepdims", 1))
+    squares, sums = _fresh(f"{out}__squares", constants), _fresh(f"{out}__sum_squares", constants)
+    constants[squares] = constants[sums] = None
+    if opset >= 13:
+        axes_name = _fresh(f"{out}__axes", constants)
+        added.append(numpy_helper.from_array(axes.astype(np.int64), axes_name))
+        constants[axes_name] = added[-1]
+        reduce = helper.make_node("ReduceSum", [squares, axes_name], [sums], name=f"{n.name}__sum", keepdims=keepdims)
+    else:
+        reduce = helper.make_node("ReduceSum", [squares], [sums], name=f"{n.name}__sum", keepdims=keepdims,
+                                  axes=[int(a) for a in axes])
+    return [helper.make_node("Mul", [n.input[0], n.input[0]], [squares], name=f"{n.name}__square"), reduce,
+            helper.make_node("Sqrt", [sums], [out], name=n.name)]
+
+
+_ARITHMETIC = {"Pow": _pow, "Reciprocal": _reciprocal, "Slice": _slice, "ReduceL2": _reduce_l2}
