@@ -78,3 +78,11 @@ def test_what_depends_on_inputs_or_stripped_weights_is_not_folded():
                [numpy_helper.from_array(np.array(2.0, np.float32), "two")])
     g = te.load_onnx(m)
     assert [o.type for o in g.ops if o.type not in ("Input", "Weight")] == ["Mul", "Add"]
+
+
+def test_a_learned_weight_gathered_at_constant_positions_stays_a_gather():
+    table = np.random.default_rng(2).standard_normal((2, 32)).astype(np.float32)  # token-type embeddings
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0), helper.make_node("Add", ["x", "emb"], ["y"])]
+    m = _model(nodes, [_f32("x", [1, 3, 32])], [_f32("y", [1, 3, 32])],
+               [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.zeros((1, 3), np.int64), "ids")])
+    assert [o.type for o in te.load_onnx(m).ops if o.type not in ("Input", "Weight")] == ["Gather", "Add"]

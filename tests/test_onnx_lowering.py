@@ -159,3 +159,63 @@ def test_reduce_l2_loads_as_the_root_of_a_sum_of_squares(axes, keepdims):
     g = te.load_onnx(m)
     assert _modelled(g) == ["Mul", "ReduceSum", "Sqrt"]
     np.testing.assert_allclose(reference.run(g, {"x": x})["y"], run_onnxruntime(m, {"x": x})["y"], rtol=1e-5)
+
+
+def test_expand_with_a_constant_shape_loads_as_a_product_with_ones():
+    m = _unary("Expand", [4, 3, 1], [2, 4, 3, 5], inputs=["shape"],
+               initializers=[numpy_helper.from_array(np.array([2, 4, 3, 5], np.int64), "shape")])
+    x = np.random.default_rng(6).standard_normal((4, 3, 1)).astype(np.float32)
+    g = _same_as_onnxruntime(m, {"x": x})
+    assert _modelled(g) == ["Mul"]
+    assert [w.shape for w in g.weights.values()] == [(2, 1, 1, 5)]
+
+
+@pytest.mark.parametrize("equation, a_shape, b_shape", [
+    ("bghid,bghjd->bghij", (1, 2, 3, 4, 5), (1, 2, 3, 6, 5)),   # MaxViT's q k^T
+    ("bghij,bghjd->bghid", (1, 2, 3, 4, 6), (1, 2, 3, 6, 5)),   # its p v: a plain MatMul
+    ("ik,kj->ji", (3, 4), (4, 5)),                              # a transposed result
+    ("kbi,bkj->bij", (4, 2, 3), (2, 4, 5)),                     # operands in other layouts
+])
+def test_einsum_matrix_products_load_as_matmuls(equation, a_shape, b_shape):
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+    want = np.einsum(equation, a, b)
+    m = _model([helper.make_node("Einsum", ["a", "b"], ["y"], equation=equation)],
+               [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape),
+                helper.make_tensor_value_info("b", TensorProto.FLOAT, b_shape)],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(want.shape))])
+    g = te.load_onnx(m)
+    assert set(_modelled(g)) <= {"MatMul", "Transpose"} and _modelled(g).count("MatMul") == 1
+    np.testing.assert_allclose(reference.run(g, {"a": a, "b": b})["y"], run_onnxruntime(m, {"a": a, "b": b})["y"],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_other_einsums_stay_opaque():
+    for equation, shapes, out in (("ij,ij->i", [(3, 4), (3, 4)], [3]), ("bij,jk->bik", [(2, 3, 4), (4, 5)], [2, 3, 5])):
+        m = _model([helper.make_node("Einsum", ["a", "b"], ["y"], equation=equation)],
+                   [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in zip("ab", shapes)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
+        assert [o.attrs["onnx_op_type"] for o in te.load_onnx(m).ops if o.type == "Opaque"] == [b"Einsum"]
+
+
+def test_is_nan_of_a_softmax_loads_as_a_self_difference_and_keeps_nan_rows_zeroed():
+    # The Hugging Face SDPA export: Where(IsNaN(Softmax(s)), 0, Softmax(s)); a fully
+    # masked row (all -inf) is NaN after the Softmax and 0 after the Where.
+    nodes = [helper.make_node("Softmax", ["x"], ["p"], axis=-1), helper.make_node("IsNaN", ["p"], ["nan"]),
+             helper.make_node("Where", ["nan", "zero", "p"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+               [numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    x = np.random.default_rng(8).standard_normal((3, 4)).astype(np.float32)
+    x[1] = -np.inf
+    g = te.load_onnx(m)
+    assert _modelled(g) == ["Softmax", "Sub", "Cast", "Where"]
+    got, want = reference.run(g, {"x": x})["y"], run_onnxruntime(m, {"x": x})["y"]
+    assert np.all(got[1] == 0) and np.all(want[1] == 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_is_nan_of_other_tensors_stays_opaque():  # x - x is NaN for an infinite x too
+    m = _unary("IsNaN", [4], dtype=TensorProto.FLOAT)
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.BOOL
+    assert [o.attrs["onnx_op_type"] for o in te.load_onnx(m).ops if o.type == "Opaque"] == [b"IsNaN"]

@@ -8,10 +8,13 @@ evaluated once here with onnx's reference evaluator, in graph order, and its out
 become initializers; the node goes. What is left is the model's real computation, which
 the importer maps to core ops instead of loading as opaque ones.
 
-A node folds when every input is a constant: a `Constant` node, an initializer (one that
-is not also a graph input, which a caller may override), the output of a node folded
-before, or a `Shape` / `Size` of a tensor with a static inferred shape. Weights stripped
-to shape-only graph inputs are not constants. It does not fold a node that is
+A node folds when every input is a constant: a `Constant` node or initializer holding
+indices (integer or bool), a scalar, or a float tensor of at most `FEW` distinct values
+(mask fills); the output of a node folded before; or a `Shape` / `Size` of a tensor with
+a static inferred shape. A float tensor of more distinct values is a learned weight: an
+op on it stays an op (an embedding gathered at constant positions is not baked into a
+new tensor), as do weights stripped to shape-only graph inputs and initializers that are
+also graph inputs (a caller may override them). It does not fold a node that is
 non-deterministic, has a subgraph, is outside the default domain, produces a graph
 output, or whose result has more than `LIMIT` elements (that stays a computation). A
 node the reference evaluator cannot run is left as it is.
@@ -25,6 +28,8 @@ from onnx import helper, numpy_helper
 
 from taso_env.onnx.lowering import static_shapes
 
+#: A float initializer of at most this many distinct values is a constant, not a weight.
+FEW = 16
 #: Folded results larger than this stay computations.
 LIMIT = 1 << 20
 
@@ -40,13 +45,18 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     shapes = static_shapes(model)
     values: dict[str, np.ndarray] = {}
     graph_inputs = {i.name for i in graph.input}
-    for init in graph.initializer:
-        if init.name not in graph_inputs:
-            values[init.name] = numpy_helper.to_array(init)
+    initializers = {i.name: i for i in graph.initializer if i.name not in graph_inputs}
     outputs = {o.name for o in graph.output}
     folded: set[int] = set()
     for i, n in enumerate(graph.node):
+        for t in n.input:
+            if t in initializers and t not in values:
+                value = numpy_helper.to_array(initializers.pop(t))
+                if _is_constant_data(value):
+                    values[t] = value
         result = _evaluate(n, values, shapes, opset, outputs)
+        if n.op_type == "Constant" and result is not None and not all(map(_is_constant_data, result.values())):
+            result = None  # a weight written as a Constant node stays one
         if result is not None:
             values.update(result)
             folded.add(i)
@@ -65,6 +75,15 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.value_info[:]
     graph.value_info.extend(value_info)
     return model
+
+
+def _is_constant_data(value: np.ndarray) -> bool:
+    """Indices, a scalar, or floats of at most FEW distinct values (a sample first: a
+    learned weight shows many in its first elements, and sorting it all would be slow)."""
+    if value.dtype.kind in "iub" or value.size <= 1:
+        return True
+    flat = value.reshape(-1)
+    return len(np.unique(flat[:4096])) <= FEW and len(np.unique(flat)) <= FEW
 
 
 def _gather_elements(attrs: dict, data: np.ndarray, indices: np.ndarray) -> list[np.ndarray]:
@@ -101,10 +120,11 @@ def _evaluate(n: onnx.NodeProto, values: dict, shapes: dict, opset: int,
 
     inputs = [values[t] if t else None for t in n.input]
     try:
-        if n.op_type in _NUMPY:
-            got = _NUMPY[n.op_type]({a.name: helper.get_attribute_value(a) for a in n.attribute}, *inputs)
-        else:
-            got = ReferenceEvaluator(n, opsets={"": opset}).run(None, {t: values[t] for t in n.input if t})
+        with np.errstate(all="ignore"):  # log(0) is -inf as in onnxruntime (T5's buckets mask it out)
+            if n.op_type in _NUMPY:
+                got = _NUMPY[n.op_type]({a.name: helper.get_attribute_value(a) for a in n.attribute}, *inputs)
+            else:
+                got = ReferenceEvaluator(n, opsets={"": opset}).run(None, {t: values[t] for t in n.input if t})
     except Exception:  # an op or configuration the reference evaluator lacks: keep the node
         return None
     out = {}

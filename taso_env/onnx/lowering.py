@@ -16,6 +16,15 @@ computing exactly the same values (so they load as modelled ops, not opaque ones
   A slice that keeps everything is an Identity.
 - ReduceL2(x, axes, keepdims): Sqrt(ReduceSum(Mul(x, x), axes, keepdims)) (Swin V2's
   cosine attention).
+- Expand(x, shape) with a constant shape: Mul(x, ones) where ones has the output's size
+  on the broadcast axes and 1 elsewhere (Swin V2's norms expanded over the features).
+- IsNaN(x) of a float x that a Softmax, Sigmoid or Tanh produced (never infinite, so NaN
+  is the only value whose difference with itself is not 0): Cast(Sub(x, x), bool). The
+  Hugging Face SDPA export zeroes NaN attention rows this way.
+- Einsum of two operands that is a batched matrix product (shared batch letters, one
+  contracted letter, one free letter per operand; no ellipsis, no broadcasting): MatMul
+  with Transposes where the operand or output layout needs them (MaxViT's attention,
+  "BGHID,BGHJD->BGHIJ").
 
 A node whose configuration is not covered (indices computed at run time, batch_dims > 0,
 unknown shapes, an index out of range) is left as it is and loads as an opaque op.
@@ -27,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2")
+LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2", "Expand", "Einsum", "IsNaN")
 
 
 def lower(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -44,6 +53,7 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
             constants[n.output[0]] = n.attribute[0].t
     shapes = static_shapes(model)
     types = elem_types(model)
+    producers = {o: p.op_type for p in graph.node for o in p.output}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     nodes, added = [], []
     for n in graph.node:
@@ -53,6 +63,8 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
             nodes.extend(_gather_nd(n, constants, shapes, added) or [n])
         elif n.op_type == "And" and len(n.input) == 2 and len(n.output) == 1:
             nodes.extend(_and(n, constants, added))
+        elif n.op_type == "IsNaN":
+            nodes.extend(_is_nan(n, producers, types, constants) or [n])
         elif n.op_type in _ARITHMETIC:
             nodes.extend(_ARITHMETIC[n.op_type](n, constants, shapes, types, opset, added) or [n])
         else:
@@ -240,12 +252,12 @@ class _NodeMaker:
     def __init__(self, out: str, constants, added):
         self.out, self.constants, self.added, self.nodes = out, constants, added, []
 
-    def _name(self, stem: str) -> str:
+    def fresh(self, stem: str) -> str:
         name = _fresh(f"{self.out}__{stem}", self.constants)
         self.constants[name] = None
         return name
 
-    def _constant(self, stem: str, value: np.ndarray) -> str:
+    def constant(self, stem: str, value: np.ndarray) -> str:
         name = _fresh(f"{self.out}__{stem}", self.constants)
         self.added.append(numpy_helper.from_array(value, name))
         self.constants[name] = self.added[-1]
@@ -256,15 +268,15 @@ class _NodeMaker:
         sizes = [size for size in sizes if size > 0]
         if len(sizes) == 1:
             return x
-        outs = [self._name(f"part{len(self.nodes)}_{j}") for j in range(len(sizes))]
-        sizes_name = self._constant("sizes", np.asarray(sizes, dtype=np.int64))
+        outs = [self.fresh(f"part{len(self.nodes)}_{j}") for j in range(len(sizes))]
+        sizes_name = self.constant("sizes", np.asarray(sizes, dtype=np.int64))
         self.nodes.append(helper.make_node("Split", [x, sizes_name], outs, name=f"{self.out}__split{len(self.nodes)}",
                                            axis=axis))
         return outs[keep]
 
     def reshape(self, x: str, shape: list[int]) -> str:
-        out = self._name(f"reshaped{len(self.nodes)}")
-        self.nodes.append(helper.make_node("Reshape", [x, self._constant("shape", np.asarray(shape, dtype=np.int64))],
+        out = self.fresh(f"reshaped{len(self.nodes)}")
+        self.nodes.append(helper.make_node("Reshape", [x, self.constant("shape", np.asarray(shape, dtype=np.int64))],
                                            [out], name=f"{self.out}__reshape{len(self.nodes)}"))
         return out
 
@@ -312,4 +324,77 @@ def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto
             helper.make_node("Sqrt", [sums], [out], name=n.name)]
 
 
-_ARITHMETIC = {"Pow": _pow, "Reciprocal": _reciprocal, "Slice": _slice, "ReduceL2": _reduce_l2}
+def _expand(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    if len(n.input) != 2 or n.input[0] not in shapes or n.output[0] not in shapes:
+        return None
+    if types.get(n.input[0]) not in _FLOATS or _constant_value(n.input[1], constants) is None:
+        return None
+    src, out = shapes[n.input[0]], shapes[n.output[0]]
+    src = (1,) * (len(out) - len(src)) + tuple(src)
+    if len(src) != len(out):
+        return None
+    if src == tuple(out):
+        return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
+    ones_shape = [o if s == 1 else 1 for s, o in zip(src, out)]
+    maker = _NodeMaker(n.output[0], constants, added)
+    ones = maker.constant("ones", np.ones(ones_shape, dtype=onnx.helper.tensor_dtype_to_np_dtype(types[n.input[0]])))
+    return [helper.make_node("Mul", [n.input[0], ones], [n.output[0]], name=n.name)] + maker.nodes
+
+
+#: Ops whose float outputs are never infinite (NaN only from NaN inputs).
+_FINITE_OUTPUT = frozenset({"Softmax", "Sigmoid", "Tanh"})
+
+
+def _is_nan(n, producers, types, constants) -> list[onnx.NodeProto] | None:
+    x = n.input[0]
+    if producers.get(x) not in _FINITE_OUTPUT or types.get(x) not in _FLOATS:
+        return None
+    diff = _fresh(f"{n.output[0]}__self_difference", constants)
+    constants[diff] = None
+    return [helper.make_node("Sub", [x, x], [diff], name=f"{n.name}__sub"),
+            helper.make_node("Cast", [diff], [n.output[0]], name=n.name, to=onnx.TensorProto.BOOL)]
+
+
+def _einsum(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    equation = attrs.get("equation", b"")
+    equation = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    if len(n.input) != 2 or "->" not in equation or "." in equation or any(t not in shapes for t in n.input):
+        return None
+    operands, result = equation.split("->")
+    if operands.count(",") != 1:
+        return None
+    lhs, rhs = operands.split(",")
+    if any(len(set(t)) != len(t) for t in (lhs, rhs, result)) or len(lhs) != len(shapes[n.input[0]]) or \
+            len(rhs) != len(shapes[n.input[1]]):
+        return None
+    batch = [c for c in result if c in lhs and c in rhs]
+    contracted = [c for c in lhs if c in rhs and c not in result]
+    left = [c for c in lhs if c not in rhs and c in result]
+    right = [c for c in rhs if c not in lhs and c in result]
+    if len(contracted) != 1 or len(left) != 1 or len(right) != 1 or \
+            len(batch) + 2 != len(result) or len(batch) + 2 != len(lhs) or len(batch) + 2 != len(rhs):
+        return None
+    size = dict(zip(lhs, shapes[n.input[0]]))
+    if any(size[c] != d for c, d in zip(rhs, shapes[n.input[1]]) if c in size):
+        return None  # a broadcast batch letter: not covered
+    maker = _NodeMaker(n.output[0], constants, added)
+
+    def transposed(x: str, have: str, want: str) -> str:
+        perm = [have.index(c) for c in want]
+        if perm == list(range(len(perm))):
+            return x
+        out = maker.fresh(f"t{len(maker.nodes)}")
+        maker.nodes.append(helper.make_node("Transpose", [x], [out], name=f"{n.name}__transpose{len(maker.nodes)}",
+                                            perm=perm))
+        return out
+
+    a = transposed(n.input[0], lhs, "".join(batch + left + contracted))
+    b = transposed(n.input[1], rhs, "".join(batch + contracted + right))
+    product = maker.fresh("product")
+    maker.nodes.append(helper.make_node("MatMul", [a, b], [product], name=f"{n.name}__matmul"))
+    return maker.finish(transposed(product, "".join(batch + left + right), result), n.name)
+
+
+_ARITHMETIC = {"Pow": _pow, "Reciprocal": _reciprocal, "Slice": _slice, "ReduceL2": _reduce_l2,
+               "Expand": _expand, "Einsum": _einsum}
