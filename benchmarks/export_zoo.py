@@ -12,10 +12,12 @@ float parameter and buffer (BatchNorm running_var positive only) so that no two
 initializers are equal, eval mode, batch 1, TorchScript exporter (opset 17, constant
 folding, which folds BatchNorm into Conv; the dynamo exporter, opset 18, for ViT, the
 transformers and any model whose TorchScript graph is not fully static),
-then the float weights stripped: each weight initializer becomes a graph input of the same name, dtype and shape with
-`doc_string = "weight: initializer data stripped"` (integer / bool initializers, float
-scalars and float constants of at most 16 distinct values keep their data: KEEP_LIMIT). The full export is checked against PyTorch
-in onnxruntime before stripping; the stripped file passes the ONNX checker and strict
+then the float weights stripped: each weight initializer becomes a graph input of the
+same name, dtype and shape with `doc_string = "weight: initializer data stripped"`
+(integer / bool initializers, float scalars and float constants of at most 16 distinct
+values keep their data: KEEP_LIMIT), and the per-node metadata goes. The full export is
+checked against PyTorch in onnxruntime before stripping; the stripped file passes the
+ONNX checker and strict
 shape inference. Prints one JSON line per model.
 """
 
@@ -36,12 +38,14 @@ MODELS = {
 }
 
 #: Hugging Face models built from their default configuration (nothing downloaded):
-#: name -> (transformers model class, config class, sequence length).
+#: name -> (transformers model class, config class, sequence length, config overrides).
 TRANSFORMERS = {
-    "bert_base": ("BertModel", "BertConfig", 128), "distilbert": ("DistilBertModel", "DistilBertConfig", 128),
-    "roberta_base": ("RobertaModel", "RobertaConfig", 128), "gpt2": ("GPT2Model", "GPT2Config", 128),
-    "albert_base": ("AlbertModel", "AlbertConfig", 128), "electra": ("ElectraModel", "ElectraConfig", 128),
-    "t5_small_encoder": ("T5EncoderModel", "T5Config", 128),
+    "bert_base": ("BertModel", "BertConfig", 128, {}), "distilbert": ("DistilBertModel", "DistilBertConfig", 128, {}),
+    "roberta_base": ("RobertaModel", "RobertaConfig", 128, {}), "gpt2": ("GPT2Model", "GPT2Config", 128, {}),
+    # AlbertConfig()'s defaults are ALBERT-xxlarge; these are albert-base-v2's sizes
+    "albert_base": ("AlbertModel", "AlbertConfig", 128,
+                    {"hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}),
+    "electra": ("ElectraModel", "ElectraConfig", 128, {}), "t5_small_encoder": ("T5EncoderModel", "T5Config", 128, {}),
 }
 
 
@@ -91,8 +95,8 @@ def make_transformer(name: str):
     import transformers
 
     base, _, attention = name.partition("@")
-    cls_name, config_cls, seq = TRANSFORMERS[base]
-    config = getattr(transformers, config_cls)()
+    cls_name, config_cls, seq, overrides = TRANSFORMERS[base]
+    config = getattr(transformers, config_cls)(**overrides)
     config.return_dict = False
     config.use_cache = False  # a KV cache output does not export (GPT-2)
     cls = getattr(transformers, cls_name)
@@ -188,6 +192,9 @@ def strip(model_bytes: bytes, source: str):
     m.graph.initializer.extend(keep)
     m.graph.input.extend(inputs)
     del m.metadata_props[:]
+    for node in m.graph.node:  # the dynamo exporter's per-node stack traces: most of the file
+        del node.metadata_props[:]
+        node.doc_string = ""
     for k, v in (("weights_stripped", "true"), ("source", source)):
         m.metadata_props.add(key=k, value=v)
     onnx.checker.check_model(m, full_check=True)

@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from taso_env.engine.reference_ops import run_onnx_node
 from taso_env.onnx.lowering import static_shapes
 
 #: A float initializer of at most this many distinct values is a constant, not a weight.
@@ -86,16 +87,6 @@ def _is_constant_data(value: np.ndarray) -> bool:
     return len(np.unique(flat[:4096])) <= FEW and len(np.unique(flat)) <= FEW
 
 
-def _gather_elements(attrs: dict, data: np.ndarray, indices: np.ndarray) -> list[np.ndarray]:
-    axis = attrs.get("axis", 0) % data.ndim
-    return [np.take_along_axis(data, np.where(indices < 0, indices + data.shape[axis], indices), axis=axis)]
-
-
-#: Ops whose onnx reference implementation is wrong for some inputs (onnx 1.23:
-#: GatherElements with more than 64 rows along its axis), computed with numpy instead.
-_NUMPY = {"GatherElements": _gather_elements}
-
-
 def _evaluate(n: onnx.NodeProto, values: dict, shapes: dict, opset: int,
               outputs: set[str]) -> dict[str, np.ndarray] | None:
     """The outputs of `n` if it folds (see the module docstring), else None."""
@@ -116,15 +107,9 @@ def _evaluate(n: onnx.NodeProto, values: dict, shapes: dict, opset: int,
     for o in n.output:
         if o in shapes and int(np.prod(shapes[o], dtype=np.int64)) > LIMIT:
             return None
-    from onnx.reference import ReferenceEvaluator
-
-    inputs = [values[t] if t else None for t in n.input]
     try:
         with np.errstate(all="ignore"):  # log(0) is -inf as in onnxruntime (T5's buckets mask it out)
-            if n.op_type in _NUMPY:
-                got = _NUMPY[n.op_type]({a.name: helper.get_attribute_value(a) for a in n.attribute}, *inputs)
-            else:
-                got = ReferenceEvaluator(n, opsets={"": opset}).run(None, {t: values[t] for t in n.input if t})
+            got = run_onnx_node(n, {t: values[t] for t in n.input if t}, opset)
     except Exception:  # an op or configuration the reference evaluator lacks: keep the node
         return None
     out = {}
