@@ -7,6 +7,7 @@ torchvision and transformers; nothing is downloaded).
 Models: any torchvision classification model by its torchvision name (MODELS are the
 shipped ones), or a Hugging Face model of TRANSFORMERS built from its default config
 (`input_ids`, `attention_mask` [1, 128]; eager attention, "<name>@sdpa" for SDPA).
+"<name>:dynamic" exports with symbolic batch (and sequence) dims (`export_dynamic`).
 Every model: random init (torchvision `weights=None`), ±1e-3 uniform noise on every
 float parameter and buffer (BatchNorm running_var positive only) so that no two
 initializers are equal, eval mode, batch 1, TorchScript exporter (opset 17, constant
@@ -74,6 +75,7 @@ def make(name: str):
     `input_ids` / `attention_mask` (all ones) of batch one."""
     import torch
 
+    name = name.removesuffix(":dynamic")
     if name.partition("@")[0] in TRANSFORMERS:
         return make_transformer(name)
     import torchvision
@@ -144,11 +146,31 @@ def _static(proto) -> bool:
     return True
 
 
-def export_full(name: str, model, x):
-    """The ONNX export of `model` on input `x`, weights kept (a ModelProto)."""
+def export_dynamic(model, x):
+    """The TorchScript export with dynamic axes, as user scripts (and optimum) make them:
+    batch (and sequence) dims symbolic, so shapes flow through Shape / Gather / Concat."""
     import onnx
     import torch
 
+    if isinstance(x, dict):
+        names, args = list(x), tuple(x.values())
+        axes = {k: {0: "batch", 1: "sequence"} for k in names}
+    else:
+        names, args, axes = ["input"], (x,), {"input": {0: "batch"}}
+    buf = io.BytesIO()
+    torch.onnx.export(model, args, buf, input_names=names, opset_version=17, do_constant_folding=True,
+                      dynamo=False, dynamic_axes=axes)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def export_full(name: str, model, x):
+    """The ONNX export of `model` on input `x`, weights kept (a ModelProto); "<name>:dynamic"
+    gives export_dynamic's."""
+    import onnx
+    import torch
+
+    if name.endswith(":dynamic"):
+        return export_dynamic(model, x)
     args, kwargs = ((), x) if isinstance(x, dict) else ((x,), {})
     if name not in DYNAMO and not isinstance(x, dict):
         buf = io.BytesIO()
@@ -216,11 +238,11 @@ def export(name: str, out_dir: str) -> dict:
     with torch.no_grad():
         want = torch_outputs(model, x).numpy()
     diff = float(np.abs(got - want).max())
-    base = name.partition("@")[0]
+    base = name.removesuffix(":dynamic").partition("@")[0]
     source = (f"transformers.{TRANSFORMERS[base][0]}({TRANSFORMERS[base][1]}()) random init" if base in TRANSFORMERS
-              else f"torchvision.models.{MODELS[name][0] if name in MODELS else name}(weights=None)")
+              else f"torchvision.models.{MODELS[base][0] if base in MODELS else base}(weights=None)")
     m = strip(full, f"{source}, torch {torch.__version__}")
-    path = os.path.join(out_dir, f"{name.replace('@', '_')}.onnx")
+    path = os.path.join(out_dir, f"{name.replace('@', '_').replace(':', '_')}.onnx")
     onnx.save(m, path)
     hist = collections.Counter(n.op_type for n in m.graph.node)
     params = sum(int(np.prod([d.dim_value for d in i.type.tensor_type.shape.dim]))

@@ -2,9 +2,12 @@
 exports of other torchvision classifiers and Hugging Face encoders (benchmarks/export_zoo.py,
 see data/models/README.md). Each loads with no opaque op (RoBERTa: only its position-id
 preprocessing, computed from the input ids), computes what onnxruntime computes on the
-file itself, and its greedy-optimised graph still does."""
+file itself, and its greedy-optimised graph still does. distilbert_dynamic is the
+TorchScript export with symbolic batch and sequence dims (as user scripts and optimum
+make them): it loads once they are given, its Shape arithmetic folded away."""
 
 import collections
+import subprocess
 from pathlib import Path
 
 import onnx
@@ -17,6 +20,8 @@ COVERAGE = sorted((Path(__file__).resolve().parent.parent / "data" / "models" / 
 
 #: Opaque ops a file may keep: RoBERTa's position ids (Equal, Not, CumSum of the input ids).
 PREPROCESSING = {"roberta_base": {"Equal", "Not", "CumSum", "GatherElements"}}
+#: Sizes of the symbolic input dims of the dynamic exports.
+DIMS = {"distilbert_dynamic": {"batch": 1, "sequence": 128}}
 
 
 def test_the_coverage_set_spans_the_families():
@@ -27,7 +32,7 @@ def test_the_coverage_set_spans_the_families():
 
 @pytest.mark.parametrize("path", COVERAGE, ids=[p.stem for p in COVERAGE])
 def test_export_loads_modelled_and_optimises_equal_to_onnxruntime(path):
-    g = te.load_onnx(path)
+    g = te.load_onnx(path, dims=DIMS.get(path.stem))
     opaque = collections.Counter(str(o.attrs["onnx_op_type"], "ascii") for o in g.ops if o.type == "Opaque")
     assert set(opaque) <= PREPROCESSING.get(path.stem, set()), f"{path.stem}: opaque ops {dict(opaque)}"
     feeds = random_feeds(g, 0)
@@ -36,3 +41,37 @@ def test_export_loads_modelled_and_optimises_equal_to_onnxruntime(path):
     result = te.search(g, "greedy")
     report = check_equivalent(onnx.load(str(path)), result.graph, feeds)
     assert report.equivalent, f"{path.stem} after greedy ({result.rule_fires.most_common(3)}): {report}"
+
+
+@pytest.mark.parametrize("dims", [{"batch": 2, "sequence": 16}, {"input_ids:0": 1, "attention_mask:0": 1, "sequence": 8}])
+def test_a_dynamic_export_loads_at_the_sizes_given(dims):
+    path = COVERAGE[0].parent / "distilbert_dynamic.onnx"
+    g = te.load_onnx(path, dims=dims)
+    batch = dims.get("batch", 1)
+    assert g.tensor(g.outputs[0]).shape == (batch, dims["sequence"], 768)
+    assert not [o for o in g.ops if o.type in ("Opaque",) or o.name.startswith("/Shape")]
+    feeds = random_feeds(g, 1)
+    assert check_equivalent(onnx.load(str(path)), g, feeds).equivalent
+
+
+def test_a_dynamic_export_without_sizes_names_every_symbolic_dim():
+    path = COVERAGE[0].parent / "distilbert_dynamic.onnx"
+    with pytest.raises(te.errors.DynamicShapeError, match=r"input_ids\[0\] \('batch'\).*attention_mask\[1\] "
+                                                            r"\('sequence'\).*--dims batch=N sequence=N"):
+        te.load_onnx(path)
+    with pytest.raises(te.errors.OnnxImportError, match="no input has"):
+        te.load_onnx(path, dims={"batch": 1, "sequence": 8, "heads": 12})
+    with pytest.raises(te.errors.DynamicShapeError, match="sequence"):
+        te.load_onnx(path, dims={"batch": 1})
+
+
+def test_optimize_takes_dims_on_the_command_line(tmp_path):
+    path = COVERAGE[0].parent / "distilbert_dynamic.onnx"
+    out = tmp_path / "opt.onnx"
+    done = subprocess.run(["rlflow", "optimize", str(path), "--method", "greedy", "--dims", "batch=1", "sequence=32",
+                           "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "equivalent" in done.stdout and out.exists()
+    bad = subprocess.run(["rlflow", "optimize", str(path), "--dims", "batch"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode != 0 and "expected NAME=SIZE" in bad.stderr

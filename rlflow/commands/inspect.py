@@ -16,10 +16,13 @@ import json
 import os
 import time
 
+from rlflow.commands import add_dims_argument, parse_dims
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", default="squeezenet1_1",
                         help="ONNX file, built-in network or shipped model name (default: squeezenet1_1)")
+    add_dims_argument(parser)
     parser.add_argument("--cost-model", default="analytic:h100",
                         help="analytic[:profile], table:<file or shipped name> or cuda")
     parser.add_argument("--export", help="also write the exported ONNX model here")
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     te.set_cost_model(args.cost_model)
     start = time.perf_counter()
-    graph = te.graphs.load(args.model, seed=0)
+    graph = te.graphs.load(args.model, dims=parse_dims(args.dims), seed=0)
     load_s = time.perf_counter() - start
     source_file = graph.metadata.get("source")  # the ONNX file it was loaded from, if any
     is_file = source_file is not None and os.path.isfile(source_file)

@@ -14,11 +14,12 @@ import argparse
 import json
 from pathlib import Path
 
-from rlflow.commands import MATH_MODES
+from rlflow.commands import MATH_MODES, add_dims_argument, parse_dims
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graphs", nargs="+", help="ONNX files, built-in networks or shipped model names")
+    add_dims_argument(parser)
     parser.add_argument("--math", default="fp32", choices=MATH_MODES)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--json", help="write the results here")
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     cuda_backend.require()
     rows = []
     for spec in args.graphs:
-        graph = te.graphs.load(spec)
+        graph = te.graphs.load(spec, dims=parse_dims(args.dims))
         m = cuda_backend.measure(graph, repeats=args.repeats, math=args.math, opaque="host")
         rows.append({"graph": graph.name, "ops": graph.num_ops, "estimated_ms": graph.cost(),
                      "measured_ms": m.median_ms, "min_ms": m.min_ms, "device": m.device, "math": m.math})

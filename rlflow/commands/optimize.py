@@ -17,11 +17,14 @@ import argparse
 import json
 import os
 
+from rlflow.commands import add_dims_argument, parse_dims
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from taso_env.engine.search import METHODS
 
     parser.add_argument("model", help="ONNX file, built-in network or shipped model name")
+    add_dims_argument(parser)
     parser.add_argument("-o", "--output", help="where to write the optimised ONNX model")
     parser.add_argument("--method", default="backtracking", choices=METHODS)
     parser.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation (default: 1.05)")
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from taso_env.onnx.check import check_equivalent, random_feeds
 
     te.set_cost_model(args.cost_model)
-    graph = te.graphs.load(args.model)
+    graph = te.graphs.load(args.model, dims=parse_dims(args.dims))
     if args.measure == "cuda":
         from taso_env.gpu import cuda_backend
 

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from taso_env.engine.onnx_nodes import run_opaque
 from taso_env.engine.reference_ops import (  # noqa: F401  (re-exported: the executor's op table)
     ONNX_TO_NUMPY_DTYPE,
     OP_REGISTRY,
     SOURCE_OP_TYPES,
-    run_opaque,
     supported_op_types,
 )
 from taso_env.errors import ExecutionError, MissingFeedError, ShapeError, TasoEnvError, UnsupportedOpError

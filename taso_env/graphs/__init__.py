@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 
 from taso_env.engine.graph import Graph
-from taso_env.errors import TasoEnvError
+from taso_env.errors import ConfigError, TasoEnvError
 
 
 class UnknownGraphError(TasoEnvError, ValueError):
@@ -52,7 +52,7 @@ def build(name: str, **kwargs) -> Graph:
     return _BUILDERS[name](**kwargs)
 
 
-def load(spec: str | os.PathLike | Graph, **kwargs) -> Graph:
+def load(spec: str | os.PathLike | Graph, dims: dict[str, int] | None = None, **kwargs) -> Graph:
     """Any graph spec: a Graph (as is), an ONNX file, a built-in network name (built
     without weight data unless `seed` is given) or the name of a shipped ONNX model
     (`taso_env.shipped_data`, e.g. "squeezenet1_1" or "data/models/bert_base.onnx" run
@@ -71,13 +71,16 @@ def load(spec: str | os.PathLike | Graph, **kwargs) -> Graph:
     text = os.fspath(spec)
     stem = os.path.basename(text)[:-5] if text.endswith(".onnx") else text
     if os.path.isfile(text):
-        return load_onnx(text)
+        return load_onnx(text, dims=dims)
     _load_all()
     if text in _BUILDERS:
+        if dims:
+            raise ConfigError(f"dims {dims} given for the built-in network {text!r}: dims fix an ONNX export's "
+                              "symbolic input dimensions")
         return build(text, **{"seed": None, **kwargs})
     shipped = shipped_data.models()
     if stem in shipped and (text == stem or text.endswith(f"models/{stem}.onnx") or text == f"{stem}.onnx"):
-        return load_onnx(shipped[stem])
+        return load_onnx(shipped[stem], dims=dims)
     if text.endswith(".onnx") or os.sep in text or os.path.exists(text):
         reason = "is a folder, not an ONNX file" if os.path.isdir(text) else "no such file"
         raise GraphFileNotFoundError(f"{text}: {reason}")

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from taso_env.engine.reference_ops import run_onnx_node
+from taso_env.engine.onnx_nodes import run_onnx_node
 from taso_env.onnx.lowering import static_shapes
 
 #: A float initializer of at most this many distinct values is a constant, not a weight.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -63,6 +64,66 @@ def _check_and_infer(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
         raise errors.ShapeError(f"file {where!r}: ONNX shape inference failed: {e}") from None
 
 
+def _bind_dims(model: onnx.ModelProto, dims: dict[str, int], where: str) -> onnx.ModelProto:
+    """`model` with its inputs' symbolic dims set from `dims` and every other shape left to
+    inference (the same object when the inputs are static and `dims` is empty)."""
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [vi for vi in model.graph.input if vi.name not in initializers]
+    free = [(vi.name, axis, d.dim_param) for vi in inputs if vi.type.HasField("tensor_type")
+            for axis, d in enumerate(vi.type.tensor_type.shape.dim) if not d.HasField("dim_value") or d.dim_value < 0]
+    if not free and not dims:
+        return model
+    unknown = set(dims) - {p for _, _, p in free if p} - {f"{n}:{a}" for n, a, _ in free}
+    if unknown:
+        raise errors.OnnxImportError(f"dims names {sorted(unknown)}, which no input has as a symbolic dimension "
+                                     f"(symbolic: {_describe(free) or 'none'})", path=where)
+    missing = [(n, a, p) for n, a, p in free if p not in dims and f"{n}:{a}" not in dims]
+    if missing:
+        example = " ".join(f"{p or f'{n}:{a}'}=N" for p in dict.fromkeys(p for _, _, p in missing)
+                           for n, a in [next((n, a) for n, a, q in missing if q == p)])
+        raise errors.DynamicShapeError(
+            f"inputs have symbolic dimensions {_describe(missing)}; rlflow optimises one static shape: give "
+            f"their sizes (load_onnx(..., dims={{...}}) or on the command line --dims {example})", path=where)
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    initializers = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in initializers or not vi.type.HasField("tensor_type"):
+            continue
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            key = d.dim_param if d.dim_param in dims else f"{vi.name}:{axis}"
+            if key in dims:
+                value = int(dims[key])
+                if value < 1:
+                    raise errors.OnnxImportError(f"dims[{key!r}] = {value}: a size must be at least 1", path=where)
+                d.Clear()
+                d.dim_value = value
+    for vi in model.graph.output:  # inferred again from the fixed inputs
+        for d in vi.type.tensor_type.shape.dim:
+            d.Clear()
+    del model.graph.value_info[:]
+    return model
+
+
+#: At most this many folding rounds (each one re-infers shapes).
+_FOLD_ROUNDS = 8
+
+
+def _forget_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` without the shapes inference gave it (value_info, the outputs' symbolic
+    dims), so that inference after a rewrite starts from the inputs, not from dims it
+    could not know before (an 'unk__' dim of a Range whose bounds are now constants)."""
+    del model.graph.value_info[:]
+    for vi in model.graph.output:
+        for d in vi.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                d.Clear()
+    return model
+
+
+def _describe(free) -> str:
+    return ", ".join(f"{n}[{a}]" + (f" ({p!r})" if p else "") for n, a, p in free)
+
+
 def _tensor_type(vi: onnx.ValueInfoProto, where: str, node: str | None):
     t = vi.type
     if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
@@ -79,27 +140,41 @@ def _tensor_type(vi: onnx.ValueInfoProto, where: str, node: str | None):
     return tuple(dims), int(t.tensor_type.elem_type)
 
 
-def load_onnx(source, name: str | None = None) -> Graph:
+def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = None) -> Graph:
     """Loads an ONNX model (path, bytes or ModelProto) as a Graph.
 
     Args:
         source: path of a .onnx file, its bytes, or an `onnx.ModelProto`.
         name: graph name (default: the file's stem).
+        dims: sizes of the inputs' symbolic dimensions, by name ({"batch": 1,
+            "sequence": 128}) or, for an unnamed one, by "<input>:<axis>". rlflow
+            optimises one static shape: an export with dynamic axes loads once they are
+            fixed; shapes computed from them (Shape -> Gather -> Concat -> Reshape) then
+            fold to constants.
 
     Returns:
         The graph, with weight data for every initializer.
 
     Raises:
-        MalformedOnnxError, MissingShapeError, DynamicShapeError, ShapeError, CycleError.
+        MalformedOnnxError, MissingShapeError, DynamicShapeError (a symbolic input
+        dimension `dims` does not fix: the message lists them all), ShapeError, CycleError.
     """
     where = str(source) if isinstance(source, (str, os.PathLike)) else "<in-memory model>"
     model = _read_model(source, where)
+    model = _bind_dims(model, dict(dims or {}), where)
     _sort_nodes(model, where)
     model = _check_and_infer(model, where)
-    for rewrite in (fold_constants, lower):  # constants folded (folding.py); ONNX ops as core ops (lowering.py)
-        rewritten = rewrite(model)
-        if rewritten is not model:
-            model = _check_and_infer(rewritten, where)
+    # Constants folded (folding.py), then ONNX ops as core ops (lowering.py). Folding runs
+    # until nothing folds: a shape known only after one round's constants (a Range of a
+    # folded Shape) lets the next round fold what reads it.
+    for _ in range(_FOLD_ROUNDS):
+        folded = fold_constants(model)
+        if folded is model:
+            break
+        model = _check_and_infer(_forget_inferred(folded), where)
+    lowered = lower(model)
+    if lowered is not model:
+        model = _check_and_infer(_forget_inferred(lowered), where)
     graph = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     ctx = _ImportContext(where, opset)

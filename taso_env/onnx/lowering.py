@@ -17,7 +17,8 @@ computing exactly the same values (so they load as modelled ops, not opaque ones
 - ReduceL2(x, axes, keepdims): Sqrt(ReduceSum(Mul(x, x), axes, keepdims)) (Swin V2's
   cosine attention).
 - Expand(x, shape) with a constant shape: Mul(x, ones) where ones has the output's size
-  on the broadcast axes and 1 elsewhere (Swin V2's norms expanded over the features).
+  on the broadcast axes and 1 elsewhere (Swin V2's norms expanded over the features); an
+  Expand to the shape x has is an Identity, whatever its dtype (masks).
 - IsNaN(x) of a float x that a Softmax, Sigmoid or Tanh produced (never infinite, so NaN
   is the only value whose difference with itself is not 0): Cast(Sub(x, x), bool). The
   Hugging Face SDPA export zeroes NaN attention rows this way.
@@ -327,14 +328,14 @@ def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto
 def _expand(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
     if len(n.input) != 2 or n.input[0] not in shapes or n.output[0] not in shapes:
         return None
+    src, out = tuple(shapes[n.input[0]]), tuple(shapes[n.output[0]])
+    if src == out:  # any dtype (a mask expanded to the shape it has)
+        return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
     if types.get(n.input[0]) not in _FLOATS or _constant_value(n.input[1], constants) is None:
         return None
-    src, out = shapes[n.input[0]], shapes[n.output[0]]
-    src = (1,) * (len(out) - len(src)) + tuple(src)
+    src = (1,) * (len(out) - len(src)) + src
     if len(src) != len(out):
         return None
-    if src == tuple(out):
-        return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
     ones_shape = [o if s == 1 else 1 for s, o in zip(src, out)]
     maker = _NodeMaker(n.output[0], constants, added)
     ones = maker.constant("ones", np.ones(ones_shape, dtype=onnx.helper.tensor_dtype_to_np_dtype(types[n.input[0]])))
