@@ -43,7 +43,8 @@ def test_export_loads_modelled_and_optimises_equal_to_onnxruntime(path):
     assert report.equivalent, f"{path.stem} after greedy ({result.rule_fires.most_common(3)}): {report}"
 
 
-@pytest.mark.parametrize("dims", [{"batch": 2, "sequence": 16}, {"input_ids:0": 1, "attention_mask:0": 1, "sequence": 8}])
+@pytest.mark.parametrize("dims", [{"batch": 2, "sequence": 16},
+                                  {"input_ids:0": 1, "attention_mask:0": 1, "sequence": 8}])
 def test_a_dynamic_export_loads_at_the_sizes_given(dims):
     path = COVERAGE[0].parent / "distilbert_dynamic.onnx"
     g = te.load_onnx(path, dims=dims)

@@ -47,7 +47,8 @@ def test_shape_of_a_static_tensor_is_a_constant():
              helper.make_node("Unsqueeze", ["rows", "axes"], ["rows1"]),
              helper.make_node("Concat", ["rows1", "minus_one"], ["target"], axis=0),
              helper.make_node("Reshape", ["x", "target"], ["y"])]
-    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"), numpy_helper.from_array(np.array([0], np.int64), "axes"),
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes"),
              numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
     m = _model(nodes, [_f32("x", [3, 2, 2])], [_f32("y", [3, 4])], inits)
     g = te.load_onnx(m)
@@ -82,7 +83,8 @@ def test_what_depends_on_inputs_or_stripped_weights_is_not_folded():
 
 def test_a_learned_weight_gathered_at_constant_positions_stays_a_gather():
     table = np.random.default_rng(2).standard_normal((2, 32)).astype(np.float32)  # token-type embeddings
-    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0), helper.make_node("Add", ["x", "emb"], ["y"])]
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
+             helper.make_node("Add", ["x", "emb"], ["y"])]
     m = _model(nodes, [_f32("x", [1, 3, 32])], [_f32("y", [1, 3, 32])],
                [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.zeros((1, 3), np.int64), "ids")])
     assert [o.type for o in te.load_onnx(m).ops if o.type not in ("Input", "Weight")] == ["Gather", "Add"]

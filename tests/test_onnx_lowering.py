@@ -232,3 +232,12 @@ def test_an_opaque_gather_elements_runs_in_the_reference_executor():
     assert [o.attrs["onnx_op_type"] for o in g.ops if o.type == "Opaque"] == [b"GatherElements"]
     i = np.random.default_rng(9).integers(-512, 512, (1, 128))
     np.testing.assert_array_equal(reference.run(g, {"i": i})["y"], run_onnxruntime(m, {"i": i})["y"])
+
+
+@pytest.mark.parametrize("opset", [10, 11, 13])
+def test_slices_lower_in_the_split_form_of_their_opset(opset):  # Split's sizes: attribute before 13
+    m = _slice((2, 8, 6), [1, 0], [2 ** 62, 5], [1, 2], [2, 1])
+    m.opset_import[0].version = opset
+    x = np.random.default_rng(10).standard_normal((2, 8, 6)).astype(np.float32)
+    g = _same_as_onnxruntime(m, {"x": x})
+    assert set(_modelled(g)) <= {"Split", "Reshape"}

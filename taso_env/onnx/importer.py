@@ -104,8 +104,10 @@ def _bind_dims(model: onnx.ModelProto, dims: dict[str, int], where: str) -> onnx
     return model
 
 
-#: At most this many folding rounds (each one re-infers shapes).
-_FOLD_ROUNDS = 8
+#: At most this many folding rounds (each one re-infers shapes). A TorchScript export
+#: with dynamic axes chains shape arithmetic through every block (Swin-T: 28 rounds, a
+#: few hundredths of a second each).
+_FOLD_ROUNDS = 256
 
 
 def _forget_inferred(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -201,8 +201,8 @@ def _reciprocal(n, constants, shapes, types, opset, added) -> list[onnx.NodeProt
 
 
 def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
-    if opset < 13 or len(n.input) < 3 or n.input[0] not in shapes:
-        return None
+    if opset < 10 or len(n.input) < 3 or n.input[0] not in shapes:
+        return None  # before opset 10 the bounds were attributes
     shape = list(shapes[n.input[0]])
     params = [_constant_value(t, constants) if t else None for t in list(n.input[1:]) + [""] * (5 - len(n.input))]
     starts, ends, axes, steps = params[:4]
@@ -230,7 +230,7 @@ def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | 
             cuts.append((axis, start, end, step, column))
     if not cuts:
         return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
-    maker = _NodeMaker(n.output[0], constants, added)
+    maker = _NodeMaker(n.output[0], constants, added, opset)
     current = n.input[0]
     for axis, start, end, step, column in cuts:
         dim = shape[axis]
@@ -250,8 +250,8 @@ def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | 
 class _NodeMaker:
     """Builds a chain of nodes ending in tensor `out`, with fresh names for the rest."""
 
-    def __init__(self, out: str, constants, added):
-        self.out, self.constants, self.added, self.nodes = out, constants, added, []
+    def __init__(self, out: str, constants, added, opset: int = 13):
+        self.out, self.constants, self.added, self.nodes, self.opset = out, constants, added, [], opset
 
     def fresh(self, stem: str) -> str:
         name = _fresh(f"{self.out}__{stem}", self.constants)
@@ -270,9 +270,12 @@ class _NodeMaker:
         if len(sizes) == 1:
             return x
         outs = [self.fresh(f"part{len(self.nodes)}_{j}") for j in range(len(sizes))]
-        sizes_name = self.constant("sizes", np.asarray(sizes, dtype=np.int64))
-        self.nodes.append(helper.make_node("Split", [x, sizes_name], outs, name=f"{self.out}__split{len(self.nodes)}",
-                                           axis=axis))
+        name = f"{self.out}__split{len(self.nodes)}"
+        if self.opset < 13:  # the sizes were an attribute before opset 13
+            self.nodes.append(helper.make_node("Split", [x], outs, name=name, axis=axis, split=sizes))
+        else:
+            sizes_name = self.constant("sizes", np.asarray(sizes, dtype=np.int64))
+            self.nodes.append(helper.make_node("Split", [x, sizes_name], outs, name=name, axis=axis))
         return outs[keep]
 
     def reshape(self, x: str, shape: list[int]) -> str:
@@ -337,7 +340,7 @@ def _expand(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     if len(src) != len(out):
         return None
     ones_shape = [o if s == 1 else 1 for s, o in zip(src, out)]
-    maker = _NodeMaker(n.output[0], constants, added)
+    maker = _NodeMaker(n.output[0], constants, added, opset)
     ones = maker.constant("ones", np.ones(ones_shape, dtype=onnx.helper.tensor_dtype_to_np_dtype(types[n.input[0]])))
     return [helper.make_node("Mul", [n.input[0], ones], [n.output[0]], name=n.name)] + maker.nodes
 
@@ -379,7 +382,7 @@ def _einsum(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     size = dict(zip(lhs, shapes[n.input[0]]))
     if any(size[c] != d for c, d in zip(rhs, shapes[n.input[1]]) if c in size):
         return None  # a broadcast batch letter: not covered
-    maker = _NodeMaker(n.output[0], constants, added)
+    maker = _NodeMaker(n.output[0], constants, added, opset)
 
     def transposed(x: str, have: str, want: str) -> str:
         perm = [have.index(c) for c in want]
