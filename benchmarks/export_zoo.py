@@ -38,6 +38,9 @@ MODELS = {
     "densenet121": ("densenet121", 224), "convnext_tiny": ("convnext_tiny", 224), "vit_b_16": ("vit_b_16", 224),
 }
 
+_SMALL = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "vocab_size": 1000}
+
 #: Hugging Face models built from their default configuration (nothing downloaded):
 #: name -> (transformers model class, config class, sequence length, config overrides).
 TRANSFORMERS = {
@@ -47,6 +50,11 @@ TRANSFORMERS = {
     "albert_base": ("AlbertModel", "AlbertConfig", 128,
                     {"hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}),
     "electra": ("ElectraModel", "ElectraConfig", 128, {}), "t5_small_encoder": ("T5EncoderModel", "T5Config", 128, {}),
+    # decoder-only and relative-position families, small (hidden 256, 2 layers) for test fixtures
+    "llama_small": ("LlamaModel", "LlamaConfig", 128, {**_SMALL, "num_key_value_heads": 2, "intermediate_size": 688}),
+    "qwen2_small": ("Qwen2Model", "Qwen2Config", 128, {**_SMALL, "num_key_value_heads": 2, "intermediate_size": 688}),
+    "deberta_v2_small": ("DebertaV2Model", "DebertaV2Config", 128, _SMALL),
+    "mpnet": ("MPNetModel", "MPNetConfig", 128, _SMALL),
 }
 
 

@@ -1,7 +1,7 @@
 """Import coverage beyond the evaluation zoo: data/models/coverage/ holds shape-only
 exports of other torchvision classifiers and Hugging Face encoders (benchmarks/export_zoo.py,
-see data/models/README.md). Each loads with no opaque op (RoBERTa: only its position-id
-preprocessing, computed from the input ids), computes what onnxruntime computes on the
+see data/models/README.md). Each loads with no opaque op (RoBERTa and MPNet: only their
+position-id preprocessing, computed from the input ids), computes what onnxruntime computes on the
 file itself, and its greedy-optimised graph still does. distilbert_dynamic is the
 TorchScript export with symbolic batch and sequence dims (as user scripts and optimum
 make them): it loads once they are given, its Shape arithmetic folded away."""
@@ -18,8 +18,9 @@ from taso_env.onnx.check import check_equivalent, random_feeds
 
 COVERAGE = sorted((Path(__file__).resolve().parent.parent / "data" / "models" / "coverage").glob("*.onnx"))
 
-#: Opaque ops a file may keep: RoBERTa's position ids (Equal, Not, CumSum of the input ids).
-PREPROCESSING = {"roberta_base": {"Equal", "Not", "CumSum", "GatherElements"}}
+#: Opaque ops a file may keep: RoBERTa's and MPNet's position ids (Equal, CumSum of the
+#: input ids).
+PREPROCESSING = {"roberta_base": {"Equal", "CumSum", "GatherElements"}, "mpnet": {"Equal", "CumSum"}}
 #: Sizes of the symbolic input dims of the dynamic exports.
 DIMS = {"distilbert_dynamic": {"batch": 1, "sequence": 128}}
 
@@ -27,7 +28,8 @@ DIMS = {"distilbert_dynamic": {"batch": 1, "sequence": 128}}
 def test_the_coverage_set_spans_the_families():
     names = {p.stem for p in COVERAGE}
     assert {"swin_t", "swin_v2_t", "maxvit_t", "shufflenet_v2_x1_0", "googlenet", "regnet_y_400mf", "gpt2",
-            "t5_small_encoder", "distilbert", "albert_base", "roberta_base", "bert_base_sdpa"} <= names
+            "t5_small_encoder", "distilbert", "albert_base", "roberta_base", "bert_base_sdpa", "llama_small",
+            "qwen2_small", "deberta_v2_small", "mpnet", "distilbert_dynamic"} <= names
 
 
 @pytest.mark.parametrize("path", COVERAGE, ids=[p.stem for p in COVERAGE])

@@ -241,3 +241,12 @@ def test_slices_lower_in_the_split_form_of_their_opset(opset):  # Split's sizes:
     x = np.random.default_rng(10).standard_normal((2, 8, 6)).astype(np.float32)
     g = _same_as_onnxruntime(m, {"x": x})
     assert set(_modelled(g)) <= {"Split", "Reshape"}
+
+
+def test_not_and_neg_load_as_where_and_mul():
+    rng = np.random.default_rng(11)
+    b = rng.random((2, 3)) > 0.5
+    not_model = _unary("Not", [2, 3], dtype=TensorProto.BOOL)
+    assert _modelled(_same_as_onnxruntime(not_model, {"x": b})) == ["Where", "Cast"]
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    assert _modelled(_same_as_onnxruntime(_unary("Neg", [2, 3]), {"x": x})) == ["Mul"]

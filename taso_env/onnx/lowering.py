@@ -6,6 +6,8 @@ computing exactly the same values (so they load as modelled ops, not opaque ones
   Hugging Face BERT export's attention-mask preprocessing uses this.
 - And(a, b) on bools: Cast(Where(a, Cast(b, uint8), 0), bool) (through uint8 because
   onnxruntime has no Where kernel for bools, and exported graphs are checked there).
+- Not(b) on bools: Cast(Where(b, 0, 1) on uint8, bool), as And. Neg(x) of a float x:
+  Mul(x, -1) (RoPE's rotate_half in Llama / Qwen exports).
 - Pow(x, c) of a float x and a constant one-element exponent c in {1, 2, 3, 4, 0.5, -0.5,
   -1}: Identity, products of x (GPT-2 / ALBERT's tanh GELU has x^3, T5's RMS norm x^2),
   Sqrt, and Div(1, .) for the negative ones. Reciprocal(x) of a float x: Div(1, x).
@@ -37,7 +39,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2", "Expand", "Einsum", "IsNaN")
+LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2", "Expand", "Einsum", "IsNaN", "Not", "Neg")
 
 
 def lower(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -400,5 +402,24 @@ def _einsum(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     return maker.finish(transposed(product, "".join(batch + left + right), result), n.name)
 
 
+def _not(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    if len(n.input) != 1 or types.get(n.input[0]) != onnx.TensorProto.BOOL:
+        return None
+    out = n.output[0]
+    zero = _scalar(0, onnx.TensorProto.UINT8, f"{out}__zero", constants, added)
+    one = _scalar(1, onnx.TensorProto.UINT8, f"{out}__one", constants, added)
+    picked = _fresh(f"{out}__u8", constants)
+    constants[picked] = None
+    return [helper.make_node("Where", [n.input[0], zero, one], [picked], name=f"{n.name}__where"),
+            helper.make_node("Cast", [picked], [out], name=n.name, to=onnx.TensorProto.BOOL)]
+
+
+def _neg(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    if len(n.input) != 1 or types.get(n.input[0]) not in _FLOATS:
+        return None
+    minus_one = _scalar(-1.0, types[n.input[0]], f"{n.output[0]}__minus_one", constants, added)
+    return [helper.make_node("Mul", [n.input[0], minus_one], [n.output[0]], name=n.name)]
+
+
 _ARITHMETIC = {"Pow": _pow, "Reciprocal": _reciprocal, "Slice": _slice, "ReduceL2": _reduce_l2,
-               "Expand": _expand, "Einsum": _einsum}
+               "Expand": _expand, "Einsum": _einsum, "Not": _not, "Neg": _neg}
