@@ -87,3 +87,21 @@ def test_export_to_file_and_reload_gives_the_same_graph(tmp_path):
     assert again.hash() == g.hash()
     assert again.num_ops == g.num_ops
     assert again.cost() == pytest.approx(g.cost(), rel=1e-12)
+
+
+def test_a_model_with_real_weights_loads_them_all_and_is_left_as_it_was():
+    # Large learned weights are set aside while the checker and shape inference run;
+    # every one comes back with its data, and the caller's ModelProto is not changed.
+    proto = te.graphs.build("resnet18", seed=0).export_onnx()
+    before = proto.SerializeToString()
+    sizes = {i.name: int(np.prod(i.dims)) for i in proto.graph.initializer}
+    assert max(sizes.values()) > 4096
+    loaded = te.load_onnx(proto)
+    assert proto.SerializeToString() == before
+    want = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
+    got = loaded.weights
+    assert set(want) <= set(got)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value)
+    feeds = random_feeds(loaded, 0)
+    assert check_equivalent(proto, loaded, feeds).equivalent

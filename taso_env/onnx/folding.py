@@ -50,11 +50,14 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     outputs = {o.name for o in graph.output}
     folded: set[int] = set()
     for i, n in enumerate(graph.node):
-        for t in n.input:
-            if t in initializers and t not in values:
-                value = numpy_helper.to_array(initializers.pop(t))
-                if _is_constant_data(value):
-                    values[t] = value
+        # An initializer is read (and judged constant or weight) only where every other
+        # input is a constant already: a weight that meets an activation is never copied.
+        if all(not t or t in values or t in initializers for t in n.input):
+            for t in n.input:
+                if t in initializers:
+                    value = numpy_helper.to_array(initializers.pop(t))
+                    if _is_constant_data(value):
+                        values[t] = value
         result = _evaluate(n, values, shapes, opset, outputs)
         if n.op_type == "Constant" and result is not None and not all(map(_is_constant_data, result.values())):
             result = None  # a weight written as a Constant node stays one

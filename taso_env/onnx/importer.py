@@ -28,7 +28,7 @@ from onnx import numpy_helper
 from taso_env import _core, dtypes, errors
 from taso_env.engine.graph import Graph
 from taso_env.onnx.converters import _CONVERTERS, _ImportContext, _Node
-from taso_env.onnx.folding import fold_constants
+from taso_env.onnx.folding import FEW, fold_constants
 from taso_env.onnx.lowering import lower
 
 
@@ -62,6 +62,56 @@ def _check_and_infer(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
         return onnx.shape_inference.infer_shapes(model, strict_mode=True)
     except Exception as e:
         raise errors.ShapeError(f"file {where!r}: ONNX shape inference failed: {e}") from None
+
+
+#: Float initializers of more elements than this whose first elements hold more distinct
+#: values than folding's FEW are learned weights: set aside during import (see below).
+_LARGE = 4096
+
+
+def _set_weights_aside(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.TensorProto]]:
+    """A copy of `model` without its large learned weights, each a graph input of its
+    shape instead, and those weights. The checker, shape inference, folding and lowering
+    copy the model several times each; they need the weights' shapes, not their data, so
+    a model with real weights (GPT-2: 500 MB) loads in seconds, not tens of them."""
+    inputs = {i.name for i in model.graph.input}
+    weights = [i for i in model.graph.initializer if _is_learned_weight(i)]
+    if not weights:
+        return model, []
+    names = {w.name for w in weights}
+    graph = _copy_fields(model.graph, onnx.GraphProto(), skip="initializer")
+    graph.initializer.extend(i for i in model.graph.initializer if i.name not in names)
+    graph.input.extend(onnx.helper.make_tensor_value_info(w.name, w.data_type, list(w.dims)) for w in weights
+                       if w.name not in inputs)
+    light = _copy_fields(model, onnx.ModelProto(), skip="graph")
+    light.graph.CopyFrom(graph)
+    return light, weights
+
+
+def _is_learned_weight(init: onnx.TensorProto) -> bool:
+    if init.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                              onnx.TensorProto.DOUBLE) or int(np.prod(init.dims, dtype=np.int64)) <= _LARGE:
+        return False
+    if init.raw_data and init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
+        dtype = np.float32 if init.data_type == onnx.TensorProto.FLOAT else np.float64
+        head = np.frombuffer(init.raw_data[:_LARGE * np.dtype(dtype).itemsize], dtype=dtype)
+    else:
+        head = numpy_helper.to_array(init).reshape(-1)[:_LARGE]
+    return len(np.unique(head)) > FEW
+
+
+def _copy_fields(source, target, skip: str):
+    """`target` with every field of the message `source` but `skip` copied into it."""
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        if hasattr(value, "extend"):  # a repeated field
+            getattr(target, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
+    return target
 
 
 def _bind_dims(model: onnx.ModelProto, dims: dict[str, int], where: str) -> onnx.ModelProto:
@@ -164,6 +214,7 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     where = str(source) if isinstance(source, (str, os.PathLike)) else "<in-memory model>"
     model = _read_model(source, where)
     model = _bind_dims(model, dict(dims or {}), where)
+    model, set_aside = _set_weights_aside(model)
     _sort_nodes(model, where)
     model = _check_and_infer(model, where)
     # Constants folded (folding.py), then ONNX ops as core ops (lowering.py). Folding runs
@@ -184,7 +235,7 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     producer = {o: n.name or f"{n.op_type}#{i}" for i, n in enumerate(graph.node) for o in n.output}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         ctx.types[vi.name] = _tensor_type(vi, where, producer.get(vi.name))
-    for init in graph.initializer:
+    for init in [*graph.initializer, *set_aside]:
         ctx.constants[init.name] = numpy_helper.to_array(init)
         ctx.types[init.name] = (tuple(init.dims), init.data_type)
 
@@ -206,7 +257,7 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     core = _core.CoreGraph()
     tensors: dict[str, tuple[int, int]] = {}
     weights: dict[str, np.ndarray] = {}
-    initializer_names = {i.name for i in graph.initializer}
+    initializer_names = {i.name for i in graph.initializer} | {w.name for w in set_aside}
 
     def add_source(op_type: str, tname: str) -> None:
         shape, dtype = ctx.types[tname]
