@@ -14,6 +14,7 @@ import onnx
 import pytest
 
 import taso_env as te
+from taso_env.env.rewrite_env import GraphRewriteEnv
 from taso_env.onnx.check import check_equivalent, random_feeds
 
 COVERAGE = sorted((Path(__file__).resolve().parent.parent / "data" / "models" / "coverage").glob("*.onnx"))
@@ -78,3 +79,13 @@ def test_optimize_takes_dims_on_the_command_line(tmp_path):
     bad = subprocess.run(["rlflow", "optimize", str(path), "--dims", "batch"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode != 0 and "expected NAME=SIZE" in bad.stderr
+
+
+def test_a_graph_spec_carries_the_dims_wherever_graphs_are_named():
+    spec = str(COVERAGE[0].parent / "distilbert_dynamic.onnx") + "[batch=1, sequence=8]"
+    g = te.graphs.load(spec)
+    assert g.tensor(g.outputs[0]).shape == (1, 8, 768)
+    obs, info = GraphRewriteEnv(spec, horizon=2).reset(seed=0)  # the environment names graphs by spec
+    assert info["initial_cost"] == pytest.approx(g.cost())
+    with pytest.raises(te.errors.ConfigError, match="expected NAME=SIZE"):
+        te.graphs.load(spec.replace("batch=1", "batch"))

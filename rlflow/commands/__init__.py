@@ -10,17 +10,12 @@ def add_dims_argument(parser) -> None:
     """--dims NAME=SIZE ...: sizes of an ONNX export's symbolic input dimensions."""
     parser.add_argument("--dims", nargs="+", default=[], metavar="NAME=SIZE",
                         help="sizes of the model's symbolic input dimensions, by name (batch=1 sequence=128) "
-                             "or as INPUT:AXIS=SIZE for an unnamed one")
+                             "or as INPUT:AXIS=SIZE for an unnamed one; a graph spec can carry them too: "
+                             "'model.onnx[batch=1,sequence=128]'")
 
 
 def parse_dims(values) -> dict[str, int]:
     """{name: size} of --dims values; ConfigError naming a malformed one."""
-    from taso_env.errors import ConfigError
+    from taso_env.graphs import parse_dims as parse
 
-    dims = {}
-    for value in values:
-        name, sep, size = value.rpartition("=")
-        if not sep or not name or not size.strip().isdigit():
-            raise ConfigError(f"--dims {value!r}: expected NAME=SIZE with a positive integer size")
-        dims[name] = int(size)
-    return dims
+    return parse(values, "--dims")

@@ -52,6 +52,26 @@ def build(name: str, **kwargs) -> Graph:
     return _BUILDERS[name](**kwargs)
 
 
+def parse_dims(items, where: str) -> dict[str, int]:
+    """{name: size} of "NAME=SIZE" items; ConfigError naming `where` and the bad item."""
+    dims = {}
+    for item in filter(None, (str(part).strip() for part in items)):
+        name, sep, size = item.rpartition("=")
+        if not sep or not name.strip() or not size.strip().isdigit() or int(size) < 1:
+            raise ConfigError(f"{where}: expected NAME=SIZE with a positive integer size, got {item!r}")
+        dims[name.strip()] = int(size)
+    return dims
+
+
+def split_dims(text: str) -> tuple[str, dict[str, int]]:
+    """("model.onnx", {"batch": 1, "sequence": 128}) of "model.onnx[batch=1,sequence=128]";
+    (text, {}) without a bracket. ConfigError for a malformed bracket."""
+    if not text.endswith("]") or "[" not in text:
+        return text, {}
+    base, _, inside = text[:-1].rpartition("[")
+    return base, parse_dims(inside.split(","), f"graph {text!r}")
+
+
 def load(spec: str | os.PathLike | Graph, dims: dict[str, int] | None = None, **kwargs) -> Graph:
     """Any graph spec: a Graph (as is), an ONNX file, a built-in network name (built
     without weight data unless `seed` is given) or the name of a shipped ONNX model
@@ -69,6 +89,9 @@ def load(spec: str | os.PathLike | Graph, dims: dict[str, int] | None = None, **
     from taso_env.onnx.importer import load_onnx
 
     text = os.fspath(spec)
+    if not os.path.isfile(text):
+        text, in_spec = split_dims(text)
+        dims = {**in_spec, **(dims or {})}
     stem = os.path.basename(text)[:-5] if text.endswith(".onnx") else text
     if os.path.isfile(text):
         return load_onnx(text, dims=dims)
