@@ -31,6 +31,8 @@ from taso_env.onnx.lowering import static_shapes
 
 #: A float initializer of at most this many distinct values is a constant, not a weight.
 FEW = 16
+#: Its first this many elements are looked at before all of it.
+SAMPLE = 4096
 #: Folded results larger than this stay computations.
 LIMIT = 1 << 20
 
@@ -56,10 +58,10 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
             for t in n.input:
                 if t in initializers:
                     value = numpy_helper.to_array(initializers.pop(t))
-                    if _is_constant_data(value):
+                    if is_constant_data(value):
                         values[t] = value
         result = _evaluate(n, values, shapes, opset, outputs)
-        if n.op_type == "Constant" and result is not None and not all(map(_is_constant_data, result.values())):
+        if n.op_type == "Constant" and result is not None and not all(map(is_constant_data, result.values())):
             result = None  # a weight written as a Constant node stays one
         if result is not None:
             values.update(result)
@@ -81,13 +83,13 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _is_constant_data(value: np.ndarray) -> bool:
+def is_constant_data(value: np.ndarray) -> bool:
     """Indices, a scalar, or floats of at most FEW distinct values (a sample first: a
-    learned weight shows many in its first elements, and sorting it all would be slow)."""
+    learned weight shows many in its first SAMPLE elements, and sorting it all is slow)."""
     if value.dtype.kind in "iub" or value.size <= 1:
         return True
     flat = value.reshape(-1)
-    return len(np.unique(flat[:4096])) <= FEW and len(np.unique(flat)) <= FEW
+    return len(np.unique(flat[:SAMPLE])) <= FEW and len(np.unique(flat)) <= FEW
 
 
 def _evaluate(n: onnx.NodeProto, values: dict, shapes: dict, opset: int,

@@ -28,7 +28,7 @@ from onnx import numpy_helper
 from taso_env import _core, dtypes, errors
 from taso_env.engine.graph import Graph
 from taso_env.onnx.converters import _CONVERTERS, _ImportContext, _Node
-from taso_env.onnx.folding import FEW, fold_constants
+from taso_env.onnx.folding import SAMPLE, fold_constants, is_constant_data
 from taso_env.onnx.lowering import lower
 
 
@@ -64,11 +64,6 @@ def _check_and_infer(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
         raise errors.ShapeError(f"file {where!r}: ONNX shape inference failed: {e}") from None
 
 
-#: Float initializers of more elements than this whose first elements hold more distinct
-#: values than folding's FEW are learned weights: set aside during import (see below).
-_LARGE = 4096
-
-
 def _set_weights_aside(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.TensorProto]]:
     """A copy of `model` without its large learned weights, each a graph input of its
     shape instead, and those weights. The checker, shape inference, folding and lowering
@@ -89,15 +84,17 @@ def _set_weights_aside(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[on
 
 
 def _is_learned_weight(init: onnx.TensorProto) -> bool:
+    """A float initializer of more than folding's SAMPLE elements that is not constant data
+    (judged on its first SAMPLE elements, read without converting it all)."""
     if init.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                              onnx.TensorProto.DOUBLE) or int(np.prod(init.dims, dtype=np.int64)) <= _LARGE:
+                              onnx.TensorProto.DOUBLE) or int(np.prod(init.dims, dtype=np.int64)) <= SAMPLE:
         return False
     if init.raw_data and init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
-        dtype = np.float32 if init.data_type == onnx.TensorProto.FLOAT else np.float64
-        head = np.frombuffer(init.raw_data[:_LARGE * np.dtype(dtype).itemsize], dtype=dtype)
+        dtype = np.dtype(np.float32 if init.data_type == onnx.TensorProto.FLOAT else np.float64)
+        head = np.frombuffer(init.raw_data[:SAMPLE * dtype.itemsize], dtype=dtype)
     else:
-        head = numpy_helper.to_array(init).reshape(-1)[:_LARGE]
-    return len(np.unique(head)) > FEW
+        head = numpy_helper.to_array(init).reshape(-1)[:SAMPLE]
+    return not is_constant_data(head)
 
 
 def _copy_fields(source, target, skip: str):
