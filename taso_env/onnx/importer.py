@@ -126,8 +126,7 @@ def _bind_dims(model: onnx.ModelProto, dims: dict[str, int], where: str) -> onnx
                                      f"(symbolic: {_describe(free) or 'none'})", path=where)
     missing = [(n, a, p) for n, a, p in free if p not in dims and f"{n}:{a}" not in dims]
     if missing:
-        example = " ".join(f"{p or f'{n}:{a}'}=N" for p in dict.fromkeys(p for _, _, p in missing)
-                           for n, a in [next((n, a) for n, a, q in missing if q == p)])
+        example = " ".join(f"{key}=N" for key in dict.fromkeys(p or f"{n}:{a}" for n, a, p in missing))
         raise errors.DynamicShapeError(
             f"inputs have symbolic dimensions {_describe(missing)}; rlflow optimises one static shape: give "
             f"their sizes (load_onnx(..., dims={{...}}) or on the command line --dims {example})", path=where)
@@ -210,8 +209,8 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     """
     where = str(source) if isinstance(source, (str, os.PathLike)) else "<in-memory model>"
     model = _read_model(source, where)
+    model, set_aside = _set_weights_aside(model)  # before any copy of the model
     model = _bind_dims(model, dict(dims or {}), where)
-    model, set_aside = _set_weights_aside(model)
     _sort_nodes(model, where)
     model = _check_and_infer(model, where)
     # Constants folded (folding.py), then ONNX ops as core ops (lowering.py). Folding runs
