@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 
-from rlflow.commands import add_dims_argument, parse_dims
+from rlflow.commands import MATH_MODES, add_dims_argument, parse_dims
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-check", action="store_true", help="skip the onnxruntime check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measure", choices=["cuda"], help="also measure both graphs end to end on the GPU")
-    parser.add_argument("--math", default="fp32", choices=["fp32", "tf32"], help="math mode of --measure")
+    parser.add_argument("--math", default="fp32", choices=MATH_MODES, help="math mode of --measure")
 
 
 def run(args: argparse.Namespace) -> int:
