@@ -105,3 +105,19 @@ def test_a_model_with_real_weights_loads_them_all_and_is_left_as_it_was():
         np.testing.assert_array_equal(got[name], value)
     feeds = random_feeds(loaded, 0)
     assert check_equivalent(proto, loaded, feeds).equivalent
+
+
+def test_a_model_with_external_data_loads_its_weights_from_beside_the_file(tmp_path):
+    proto = te.graphs.build("resnet18", seed=0).export_onnx()
+    path = tmp_path / "model.onnx"
+    copy = onnx.ModelProto.FromString(proto.SerializeToString())  # onnx.save moves a model's data out
+    onnx.save(copy, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.data",
+              size_threshold=1024)
+    loaded = te.load_onnx(path)
+    for init in proto.graph.initializer:
+        np.testing.assert_array_equal(loaded.weights[init.name], onnx.numpy_helper.to_array(init))
+    (tmp_path / "model.data").unlink()
+    with pytest.raises(te.errors.MalformedOnnxError, match="model.onnx"):
+        te.load_onnx(path)
+    with pytest.raises(te.errors.MalformedOnnxError, match="external data"):
+        te.load_onnx(onnx.load(path, load_external_data=False))

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 
 from taso_env import _core, dtypes, errors
 from taso_env.engine.graph import Graph
@@ -34,22 +34,32 @@ from taso_env.onnx.lowering import lower
 
 # -- loading ---------------------------------------------------------------------------
 def _read_model(source, where: str) -> onnx.ModelProto:
+    """The ModelProto of a path, bytes or ModelProto; a file's external data (weights
+    kept beside it, as models over 2 GB must) is read in from its folder."""
     if isinstance(source, onnx.ModelProto):
-        return source
-    try:
-        if isinstance(source, bytes):
-            model = onnx.load_from_string(source)
-        else:
-            if not os.path.exists(source):
-                raise errors.OnnxImportError("no such file", path=where)
-            model = onnx.load(source, load_external_data=False)
-    except errors.OnnxImportError:
-        raise
-    except Exception as e:  # protobuf DecodeError, truncated files, ...
-        raise errors.MalformedOnnxError(f"not a valid ONNX model ({type(e).__name__}: {e})",
-                                        path=where) from None
+        model = source
+    else:
+        try:
+            if isinstance(source, bytes):
+                model = onnx.load_from_string(source)
+            else:
+                if not os.path.exists(source):
+                    raise errors.OnnxImportError("no such file", path=where)
+                model = onnx.load(source, load_external_data=False)
+                if any(external_data_helper.uses_external_data(t) for t in model.graph.initializer):
+                    external_data_helper.load_external_data_for_model(model, os.path.dirname(os.fspath(source)))
+        except errors.OnnxImportError:
+            raise
+        except Exception as e:  # protobuf DecodeError, truncated files, a missing external data file, ...
+            raise errors.MalformedOnnxError(f"not a valid ONNX model ({type(e).__name__}: {e})",
+                                            path=where) from None
     if not model.HasField("graph") or len(model.graph.node) == 0:
         raise errors.MalformedOnnxError("the model has no graph or no nodes", path=where)
+    unread = [t.name for t in model.graph.initializer if external_data_helper.uses_external_data(t)]
+    if unread:
+        raise errors.MalformedOnnxError(
+            f"{len(unread)} initializers (e.g. {unread[0]!r}) are in external data that a model given as bytes or "
+            "a ModelProto cannot locate: load it from its file path", path=where)
     return model
 
 
