@@ -48,7 +48,7 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
     otherwise a copy, to be inferred again)."""
     if not any(n.op_type in LOWERED and n.domain in ("", "ai.onnx") for n in model.graph.node):
         return model
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    original, model = model, onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
     for n in graph.node:
@@ -72,6 +72,8 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
             nodes.extend(_ARITHMETIC[n.op_type](n, constants, shapes, types, opset, added) or [n])
         else:
             nodes.append(n)
+    if not added and len(nodes) == len(graph.node) and all(a is b for a, b in zip(nodes, graph.node)):
+        return original  # nothing was covered: no copy to infer again
     del graph.node[:]
     graph.node.extend(nodes)
     graph.initializer.extend(added)
