@@ -58,21 +58,23 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
     types = elem_types(model)
     producers = {o: p.op_type for p in graph.node for o in p.output}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    nodes, added = [], []
+    nodes, added, covered = [], [], False
     for n in graph.node:
         if n.domain not in ("", "ai.onnx"):
-            nodes.append(n)
+            replacement = None
         elif n.op_type == "GatherND":
-            nodes.extend(_gather_nd(n, constants, shapes, added) or [n])
+            replacement = _gather_nd(n, constants, shapes, added)
         elif n.op_type == "And" and len(n.input) == 2 and len(n.output) == 1:
-            nodes.extend(_and(n, constants, added))
+            replacement = _and(n, constants, added)
         elif n.op_type == "IsNaN":
-            nodes.extend(_is_nan(n, producers, types, constants) or [n])
+            replacement = _is_nan(n, producers, types, constants)
         elif n.op_type in _ARITHMETIC:
-            nodes.extend(_ARITHMETIC[n.op_type](n, constants, shapes, types, opset, added) or [n])
+            replacement = _ARITHMETIC[n.op_type](n, constants, shapes, types, opset, added)
         else:
-            nodes.append(n)
-    if not added and len(nodes) == len(graph.node) and all(a is b for a, b in zip(nodes, graph.node)):
+            replacement = None
+        covered = covered or replacement is not None
+        nodes.extend(replacement or [n])
+    if not covered:
         return original  # nothing was covered: no copy to infer again
     del graph.node[:]
     graph.node.extend(nodes)
@@ -86,6 +88,22 @@ def _fresh(name: str, taken) -> str:
         k += 1
         out = f"{name}{k}"
     return out
+
+
+def _new_name(stem: str, constants) -> str:
+    """A tensor name no other has, reserved in `constants` (which holds every name the
+    lowering made, constants or not)."""
+    name = _fresh(stem, constants)
+    constants[name] = None
+    return name
+
+
+def _new_constant(stem: str, value: np.ndarray, constants, added) -> str:
+    """A new initializer of `value` (appended to `added`) under a name no other has."""
+    name = _fresh(stem, constants)
+    added.append(numpy_helper.from_array(value, name))
+    constants[name] = added[-1]
+    return name
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
@@ -102,9 +120,7 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
 def _and(n: onnx.NodeProto, constants, added) -> list[onnx.NodeProto]:
     out = n.output[0]
-    zero = _fresh(f"{out}__zero", constants)
-    added.append(numpy_helper.from_array(np.array(0, dtype=np.uint8), zero))
-    constants[zero] = added[-1]
+    zero = _new_constant(f"{out}__zero", np.array(0, dtype=np.uint8), constants, added)
     b8, picked = _fresh(f"{out}__b_u8", constants), _fresh(f"{out}__u8", constants)
     return [helper.make_node("Cast", [n.input[1]], [b8], name=f"{n.name}__cast_b", to=onnx.TensorProto.UINT8),
             helper.make_node("Where", [n.input[0], b8, zero], [picked], name=f"{n.name}__where"),
@@ -162,11 +178,7 @@ def _constant_value(name: str, constants) -> np.ndarray | None:
 
 def _scalar(value: float, like: int, stem: str, constants, added) -> str:
     """A new one-element initializer of `value`, of ONNX element type `like`."""
-    name = _fresh(stem, constants)
-    dtype = onnx.helper.tensor_dtype_to_np_dtype(like)
-    added.append(numpy_helper.from_array(np.array(value, dtype=dtype), name))
-    constants[name] = added[-1]
-    return name
+    return _new_constant(stem, np.array(value, dtype=onnx.helper.tensor_dtype_to_np_dtype(like)), constants, added)
 
 
 def _pow(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
@@ -176,8 +188,7 @@ def _pow(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | No
     if c is None or c.size != 1:
         return None
     x, out, e = n.input[0], n.output[0], float(c.reshape(()))
-    tmp = _fresh(f"{out}__sq", constants)
-    constants[tmp] = None
+    tmp = _new_name(f"{out}__sq", constants)
     if e == 1:
         return [helper.make_node("Identity", [x], [out], name=n.name)]
     if e == 2:
@@ -258,15 +269,10 @@ class _NodeMaker:
         self.out, self.constants, self.added, self.nodes, self.opset = out, constants, added, [], opset
 
     def fresh(self, stem: str) -> str:
-        name = _fresh(f"{self.out}__{stem}", self.constants)
-        self.constants[name] = None
-        return name
+        return _new_name(f"{self.out}__{stem}", self.constants)
 
     def constant(self, stem: str, value: np.ndarray) -> str:
-        name = _fresh(f"{self.out}__{stem}", self.constants)
-        self.added.append(numpy_helper.from_array(value, name))
-        self.constants[name] = self.added[-1]
-        return name
+        return _new_constant(f"{self.out}__{stem}", value, self.constants, self.added)
 
     def part(self, x: str, axis: int, sizes: list[int], keep: int) -> str:
         """Part `keep` of the nonzero `sizes` of a Split of x along axis (x itself if one)."""
@@ -318,12 +324,9 @@ def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto
             return None
         axes = np.arange(len(shapes[n.input[0]]), dtype=np.int64)
     out, keepdims = n.output[0], int(attrs.get("keepdims", 1))
-    squares, sums = _fresh(f"{out}__squares", constants), _fresh(f"{out}__sum_squares", constants)
-    constants[squares] = constants[sums] = None
+    squares, sums = _new_name(f"{out}__squares", constants), _new_name(f"{out}__sum_squares", constants)
     if opset >= 13:
-        axes_name = _fresh(f"{out}__axes", constants)
-        added.append(numpy_helper.from_array(axes.astype(np.int64), axes_name))
-        constants[axes_name] = added[-1]
+        axes_name = _new_constant(f"{out}__axes", axes.astype(np.int64), constants, added)
         reduce = helper.make_node("ReduceSum", [squares, axes_name], [sums], name=f"{n.name}__sum", keepdims=keepdims)
     else:
         reduce = helper.make_node("ReduceSum", [squares], [sums], name=f"{n.name}__sum", keepdims=keepdims,
@@ -357,8 +360,7 @@ def _is_nan(n, producers, types, constants) -> list[onnx.NodeProto] | None:
     x = n.input[0]
     if producers.get(x) not in _FINITE_OUTPUT or types.get(x) not in _FLOATS:
         return None
-    diff = _fresh(f"{n.output[0]}__self_difference", constants)
-    constants[diff] = None
+    diff = _new_name(f"{n.output[0]}__self_difference", constants)
     return [helper.make_node("Sub", [x, x], [diff], name=f"{n.name}__sub"),
             helper.make_node("Cast", [diff], [n.output[0]], name=n.name, to=onnx.TensorProto.BOOL)]
 
@@ -410,8 +412,7 @@ def _not(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | No
     out = n.output[0]
     zero = _scalar(0, onnx.TensorProto.UINT8, f"{out}__zero", constants, added)
     one = _scalar(1, onnx.TensorProto.UINT8, f"{out}__one", constants, added)
-    picked = _fresh(f"{out}__u8", constants)
-    constants[picked] = None
+    picked = _new_name(f"{out}__u8", constants)
     return [helper.make_node("Where", [n.input[0], zero, one], [picked], name=f"{n.name}__where"),
             helper.make_node("Cast", [picked], [out], name=n.name, to=onnx.TensorProto.BOOL)]
 
