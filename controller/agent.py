@@ -17,7 +17,8 @@ terms (M and the controller C):
     score(stop) = 0
 
 Then the real engine looks one rewrite further for two sets of candidates — c's score
-gains gamma * max(0, best immediate score in c's successor):
+gains gamma * max(0, best immediate score in c's successor), the successor scored by
+`taso_env.engine.search.successors` (only its matches near the rewrite enumerated):
   - the `expand` best-scored candidates;
   - detours: the non-improving locations (`detour_locations`, smallest loss first) of the
     `detour_rules` rules with the largest positive u_a among the rules that have such
@@ -36,9 +37,8 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 `value_weight` is 0 by default: the value C learned in the dream, added to the scores,
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
-two-step proposal. The lookahead's engine calls (k + detours applies and enumerations
-per step) are real work at optimisation time, counted in the real-work ledger, never in
-training. With `explore` (collecting new real episodes in iterative training), actions
+two-step proposal. The lookahead's engine calls (k + detours successors per step) are
+real work at optimisation time, counted in the real-work ledger, never in training. With `explore` (collecting new real episodes in iterative training), actions
 are sampled from softmax(score / temperature) instead, and the detours of every rule are
 looked at, not only those M ranks first: the episodes then hold the detours that pay,
 which is what M must learn to propose them.
@@ -55,6 +55,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from controller.policy import Controller
+from taso_env.engine.search import successors
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
 
 
@@ -183,15 +184,14 @@ class ControllerAgent:
             proposal = self.two_step_returns(mu, xfers)
             picks += [k for k in self._detours(proposal, rule_of, rewards) if k not in picks]
         self._child_hash = {}
-        for k in picks:
-            child = self.env.graph.apply(cands[k], rules=self.env.rules)
-            self._child_hash[k] = child.hash()
-            if self._child_hash[k] in self.visited:  # a detour's undo: never walk in circles
+        ahead = successors(self.env.graph, cands, picks, rules=self.env.rules, model=self.env.cost_model)
+        for k, after in zip(picks, ahead):
+            self._child_hash[k] = after.child_hash
+            if after.child_hash in self.visited:  # a detour's undo: never walk in circles
                 score[k] = -np.inf
                 continue
-            deltas = [c.cost_delta for c in child.candidates(rules=self.env.rules, model=self.env.cost_model)]
-            if deltas:
-                best = self._immediate(_rewards(deltas, info["initial_cost"])).max()
+            if after.best_delta is not None:  # the immediate score is monotone in the reward
+                best = self._immediate(_rewards([after.best_delta], info["initial_cost"]))[0]
                 score[k] += la.gamma * max(0.0, float(best))
         return actions, score, mu
 

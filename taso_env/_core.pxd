@@ -101,6 +101,7 @@ cdef extern from "taso/graph.h" namespace "taso":
 
 
 cdef extern from "taso/cost_model.h" namespace "taso":
+    int64_t cost_units(double ms)
     cdef cppclass CostModel:
         double compute_cost_ms(const Op& op, const vector[TensorType]& input_types) except +raise_core_error
         vector[double] op_costs_ms(const Graph& graph) except +raise_core_error
@@ -186,12 +187,19 @@ cdef extern from "taso/rule.h" namespace "taso":
         int64_t cost_delta_units
         uint64_t child_hash
 
+    cdef cppclass Successor:
+        uint64_t child_hash
+        bint has_candidates
+        double best_delta
+
     cdef cppclass RuleSet:
         RuleSet(vector[RuleSpec] specs) except +raise_core_error
         int size()
         vector[Candidate] candidates(const Graph& graph, const CostModel& model, int rule_id,
                                     bool child_hashes) except +raise_core_error
         Graph apply(const Graph& graph, int rule_id, const vector[int]& location) except +raise_core_error
+        vector[Successor] successors(const Graph& graph, const CostModel& model, const vector[Candidate]& cands,
+                                     const vector[int]& which) except +raise_core_error
 
 
 cdef extern from "taso/search.h" namespace "taso":

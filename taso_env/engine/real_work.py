@@ -5,6 +5,8 @@ Real work is anything that touches the real substitution environment:
 
     "candidates"   the C++ engine enumerating a graph's candidates (Graph.candidates)
     "apply"        the C++ engine applying a rewrite (Graph.apply)
+    "successors"   the C++ engine looking one rewrite ahead (search.successors: one per
+                   successor graph built and partly enumerated)
     "search"       a C++ search baseline (te.search)
     "env_init"     constructing a GraphRewriteEnv
     "env_step"     a GraphRewriteEnv step (also the steps' own candidates/apply calls)
@@ -28,7 +30,7 @@ from collections import Counter
 
 from taso_env.errors import TasoEnvError
 
-KINDS = ("candidates", "apply", "search", "env_init", "env_step", "env_reset")
+KINDS = ("candidates", "apply", "successors", "search", "env_init", "env_step", "env_reset")
 
 _counts: Counter = Counter()
 _forbidden: list[str] = []  # reasons, innermost last
@@ -40,15 +42,15 @@ class RealWorkForbiddenError(TasoEnvError, RuntimeError):
     that must not do any, e.g. the dream."""
 
 
-def record(kind: str) -> None:
-    """Counts one unit of real work of `kind`; raises inside a `forbidden` region."""
+def record(kind: str, n: int = 1) -> None:
+    """Counts `n` units of real work of `kind`; raises inside a `forbidden` region."""
     if kind not in KINDS:
         raise ValueError(f"unknown real-work kind {kind!r}; one of {KINDS}")
     if _forbidden:
         raise RealWorkForbiddenError(
             f"real work {kind!r} is forbidden here ({_forbidden[-1]}): the real environment was touched")
     with _lock:
-        _counts[kind] += 1
+        _counts[kind] += n
 
 
 def counts() -> dict[str, int]:

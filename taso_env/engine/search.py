@@ -70,6 +70,28 @@ def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
     return [Candidate(r, loc, d) for r, loc, d in raw]
 
 
+@dataclass(frozen=True)
+class Successor:
+    """What a candidate leads to: the successor graph's hash and the best cost delta (ms)
+    among the successor's candidates (None if it has none)."""
+
+    child_hash: int
+    best_delta: float | None
+
+
+def successors(graph: Graph, cands: list[Candidate], which, *, rules=None,
+               model: str | CostModel | None = None) -> list[Successor]:
+    """Looks one rewrite ahead of each of the candidates `which` (indices into `cands`, the
+    candidates of `graph` under the same rules and model): each successor is built, but
+    only its matches near the rewritten ops are enumerated; the rest are `cands` carried
+    over (see taso_env/csrc/engine/successor.cc for what that can miss)."""
+    which = [int(k) for k in which]
+    real_work.record("successors", len(which))
+    raw = _rules(rules).core.successors(graph._core, _core_model(model),
+                                        [(c.rule_id, c.location, c.cost_delta) for c in cands], which)
+    return [Successor(h, d) for h, d in raw]
+
+
 def apply(graph: Graph, candidate: Candidate, *, rules=None) -> Graph:
     """The graph with `candidate` applied (a new Graph; weight data carried over).
 

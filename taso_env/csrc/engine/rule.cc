@@ -70,14 +70,28 @@ std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& 
                                           bool child_hashes) const {
   if (rule_id >= size()) throw IndexError("rule id " + std::to_string(rule_id) + " out of range");
   GraphFacts facts(graph, &model, child_hashes);
-  std::vector<int> ids;  // rules anchored on an op type the graph has, in id order
+  return enumerate(facts, model, rule_id, nullptr);
+}
+
+std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
+                                          const std::vector<int>* near) const {
+  // With `near`: per op type, its ops within reach of the change (in id order, as in a
+  // full enumeration: of two matches of the same ops the first found is kept).
+  std::vector<std::vector<int>> near_by_type;
+  if (near) {
+    near_by_type.resize(kNumOpTypes);
+    for (int i = 0; i < facts.graph.num_ops(); ++i)
+      if ((*near)[i] >= 0) near_by_type[static_cast<int>(facts.graph.op(i).type)].push_back(i);
+  }
+  std::vector<int> ids;  // rules anchored on an op type the graph (or the change) has, in id order
   if (rule_id >= 0) {
     ids.push_back(rule_id);
   } else {
     for (int t = 0; t < kNumOpTypes; ++t)
-      if (!facts.ops_by_type[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
+      if (!(near ? near_by_type : facts.ops_by_type)[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
     std::sort(ids.begin(), ids.end());
   }
+  std::vector<int> first;
   std::vector<Candidate> out;
   std::set<std::vector<int>> seen;
   std::map<int, std::vector<Match>> group_matches;  // source-pattern group -> its matches
@@ -88,7 +102,14 @@ std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& 
     if (group == group_matches.end()) {
       std::vector<Match> found_all;
       Match m = empty_match(rule);
-      search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); });
+      const std::vector<int>* anchors = nullptr;
+      if (near) {
+        first.clear();
+        for (int id : near_by_type[static_cast<int>(rule.source[rule.order[0]].type)])
+          if ((*near)[id] <= near_radius(r)) first.push_back(id);
+        anchors = &first;
+      }
+      search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); }, anchors);
       group = group_matches.emplace(match_group_[r], std::move(found_all)).first;
     }
     for (const Match& found : group->second) {
@@ -107,14 +128,13 @@ std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& 
   return out;
 }
 
-Graph RuleSet::apply(const Graph& graph, int rule_id, const std::vector<int>& location) const {
-  const Compiled& rule = *rules_.at(spec(rule_id).id);
-  if (location.size() != rule.source.size())
-    throw ValueError("rule '" + rule.spec.name + "' matches " + std::to_string(rule.source.size()) +
-                     " ops, the location has " + std::to_string(location.size()));
-  GraphFacts facts(graph, nullptr);
-  Match m = empty_match(rule);
-  Plan plan;
+namespace {
+
+// The valid match of `rule` at `location` (one graph op per source op) with its plan and
+// dead ops; false if the rule does not apply there.
+bool match_at(const RuleSet::Compiled& rule, const GraphFacts& facts, const std::vector<int>& location, Match& m,
+              Plan& plan) {
+  m = empty_match(rule);
   bool ok = false;
   search_matches(rule, facts, 0, m, &location, [&](const Match& found) {
     if (ok) return;
@@ -126,8 +146,38 @@ Graph RuleSet::apply(const Graph& graph, int rule_id, const std::vector<int>& lo
       ok = true;
     }
   });
-  if (!ok) throw ValueError("rule '" + rule.spec.name + "' does not apply at this location of the graph");
-  find_dead_ops(rule, facts, m, plan);
+  if (ok) find_dead_ops(rule, facts, m, plan);
+  return ok;
+}
+
+}  // namespace
+
+bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, int rule_id, const std::vector<int>& location,
+                       int64_t* units) const {
+  const Compiled& rule = *rules_.at(rule_id);
+  Match m;
+  Plan plan;
+  if (location.size() != rule.source.size() || !match_at(rule, facts, location, m, plan)) return false;
+  *units = rewrite_effect(rule, facts, m, plan, model).cost_units;
+  return true;
+}
+
+Graph RuleSet::apply(const Graph& graph, int rule_id, const std::vector<int>& location) const {
+  GraphFacts facts(graph, nullptr);
+  return apply_to(facts, rule_id, location, nullptr, nullptr);
+}
+
+Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<int>& location,
+                        std::vector<int>* new_id_out, std::vector<int>* added) const {
+  const Compiled& rule = *rules_.at(spec(rule_id).id);
+  if (location.size() != rule.source.size())
+    throw ValueError("rule '" + rule.spec.name + "' matches " + std::to_string(rule.source.size()) +
+                     " ops, the location has " + std::to_string(location.size()));
+  const Graph& graph = facts.graph;
+  Match m;
+  Plan plan;
+  if (!match_at(rule, facts, location, m, plan))
+    throw ValueError("rule '" + rule.spec.name + "' does not apply at this location of the graph");
 
   // Nodes of the new graph: kept old ops (ids 0..n-1) then planned target ops (n + i).
   int n = graph.num_ops();
@@ -195,6 +245,12 @@ Graph RuleSet::apply(const Graph& graph, int rule_id, const std::vector<int>& lo
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     auto t = resolve(graph.outputs()[i]);
     out.add_output({new_id[t.first], t.second}, graph.output_names()[i]);
+  }
+  if (new_id_out) new_id_out->assign(new_id.begin(), new_id.begin() + n);
+  if (added) {
+    added->clear();
+    for (int node = n; node < total; ++node)
+      if (new_id[node] >= 0) added->push_back(new_id[node]);
   }
   return out;
 }

@@ -64,7 +64,11 @@ struct GraphFacts {
   std::vector<int> out_ops;
   std::vector<uint8_t> constant_rule;
 
-  GraphFacts(const Graph& g, const CostModel* model, bool with_hashes = false) : graph(g), hashes(with_hashes) {
+  // With `known`, an op whose entry is >= 0 and whose constant-ness is `known_constant`'s
+  // takes its cost units from there instead of the model (a successor's unchanged ops).
+  GraphFacts(const Graph& g, const CostModel* model, bool with_hashes = false,
+             const std::vector<int64_t>* known = nullptr, const std::vector<char>* known_constant = nullptr)
+      : graph(g), hashes(with_hashes) {
     consumers = g.consumers();
     is_output.assign(g.num_ops(), 0);
     for (const TensorRef& t : g.outputs()) {
@@ -74,7 +78,10 @@ struct GraphFacts {
     constant = constant_ops(g);
     if (model) {
       op_units.resize(g.num_ops());
-      for (int i = 0; i < g.num_ops(); ++i) op_units[i] = cost_units(model->op_cost_ms(g, i, constant));
+      for (int i = 0; i < g.num_ops(); ++i)
+        op_units[i] = known && (*known)[i] >= 0 && (*known_constant)[i] == constant[i]
+                          ? (*known)[i]
+                          : cost_units(model->op_cost_ms(g, i, constant));
     }
     ops_by_type.resize(kNumOpTypes);
     for (int i = 0; i < g.num_ops(); ++i) ops_by_type[static_cast<int>(g.op(i).type)].push_back(i);
@@ -317,9 +324,11 @@ struct Match {
 };
 
 // Every binding of the rule's source pattern in the graph (or only at `fixed`, one
-// graph op per pattern op), each passed to `found`.
+// graph op per pattern op; or only those whose first-matched op is one of `first`),
+// each passed to `found`.
 void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Match& m,
-                    const std::vector<int>* fixed, const std::function<void(const Match&)>& found);
+                    const std::vector<int>* fixed, const std::function<void(const Match&)>& found,
+                    const std::vector<int>* first = nullptr);
 // Shapes, constraints, private internals, a buildable target and no cycle.
 bool validate(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan);
 // Producers that lose all their readers when the match is replaced.

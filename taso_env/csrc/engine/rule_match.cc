@@ -110,13 +110,16 @@ std::vector<int> op_choices(const Compiled& rule, const GraphFacts& f, int p, co
 }
 
 void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Match& m,
-                    const std::vector<int>* fixed, const std::function<void(const Match&)>& found) {
+                    const std::vector<int>* fixed, const std::function<void(const Match&)>& found,
+                    const std::vector<int>* first) {
   if (step == rule.order.size()) {
     found(m);
     return;
   }
   int p = rule.order[step];
-  std::vector<int> choices = fixed ? std::vector<int>{(*fixed)[p]} : op_choices(rule, f, p, m);
+  std::vector<int> choices = fixed                   ? std::vector<int>{(*fixed)[p]}
+                             : step == 0 && first ? *first
+                                                  : op_choices(rule, f, p, m);
   for (int id : choices) {
     if (id < 0 || id >= f.graph.num_ops()) continue;
     if (f.graph.ops()[id].type != rule.source[p].type) continue;  // cheap test before copying the match

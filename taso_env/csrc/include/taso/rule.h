@@ -65,6 +65,19 @@ struct Candidate {
   uint64_t child_hash = 0;
 };
 
+// What one rewrite leads to, for looking one step ahead (RuleSet::successors): the
+// successor graph's hash and the best (most negative) cost delta among its candidates.
+struct Successor {
+  uint64_t child_hash = 0;
+  bool has_candidates = false;
+  int64_t best_delta_units = 0;
+  double best_delta = 0.0;  // ms
+};
+
+namespace rule_detail {
+struct GraphFacts;
+}
+
 class RuleSet {
  public:
   // Checks every spec (op types, references, expressions); throws ValueError naming
@@ -85,9 +98,34 @@ class RuleSet {
   // Materialises one candidate. Throws ValueError if it does not apply to `graph`.
   Graph apply(const Graph& graph, int rule_id, const std::vector<int>& location) const;
 
+  // For each candidate cands[w], w in `which` (`cands`: candidates(graph, model)), the
+  // graph it leads to and the best cost delta among that graph's candidates, without
+  // enumerating the whole successor (successor.cc): matches near the rewritten region
+  // are enumerated afresh, the rest are `cands` carried over, the best of them checked
+  // again at its place in the successor.
+  std::vector<Successor> successors(const Graph& graph, const CostModel& model, const std::vector<Candidate>& cands,
+                                    const std::vector<int>& which) const;
+
   struct Compiled;  // a checked, pre-processed rule (rule_internal.h)
 
  private:
+  // apply() on the graph of `facts`; with `new_id`, also says where each op went (-1:
+  // removed) and, with `added`, which ops of the result the target built.
+  Graph apply_to(const rule_detail::GraphFacts& facts, int rule_id, const std::vector<int>& location,
+                 std::vector<int>* new_id, std::vector<int>* added) const;
+  // The candidates of the graph of `facts` (all rules or `rule_id`); with `near` (hops
+  // from a changed region, -1 = farther), only matches whose first-matched op is within
+  // near_radius(rule) of it.
+  std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
+                                   const std::vector<int>* near) const;
+  // How far from a changed region a rule's match can have its first-matched op while
+  // it, or a producer of its inputs, lies in the region (successor.cc).
+  int near_radius(int rule_id) const;
+  // The cost delta (units) of `location` in the graph of `facts`, or false if the rule
+  // does not apply there.
+  bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
+                const std::vector<int>& location, int64_t* units) const;
+
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
   // Rules with the same source pattern share one match enumeration per candidates()

@@ -1,0 +1,138 @@
+// Looking one rewrite ahead without enumerating the whole successor graph.
+//
+// A rewrite changes the graph only around the ops it replaced. Its successor's
+// candidates are therefore of two kinds:
+//   - matches near the change (their first-matched op within `radius` hops of it):
+//     enumerated afresh in the successor, exactly;
+//   - matches farther away: the same ops, inputs and readers as in the parent, so the
+//     parent's candidates carried over (op ids mapped into the successor).
+// A hop goes from an op to the producer of one of its inputs, a reader of one of its
+// outputs or another reader of one of its inputs; a source pattern is connected through
+// exactly those links (Compiled's matching order), so a match of k ops lies within k - 1
+// hops of its first-matched op. The change is seeded by the ops the target built, the
+// kept ops whose inputs changed and the producers that lost a reader; with radius k + 1
+// (near_radius) a carried-over match and the producers of its inputs (the ops its
+// rewrite could make dead) lie outside the change, so its cost delta is the parent's.
+// Only whether it still creates no cycle can differ (a path through the change), so the
+// best carried-over candidates are checked again at their place in the successor, best
+// first, until one applies. What is not seen: a match the parent's cycle check rejected
+// that the rewrite made valid (the parent's candidates hold valid matches only).
+#include <deque>
+
+#include "rule_internal.h"
+
+namespace taso {
+
+using namespace rule_detail;
+
+namespace {
+
+// Hops from `seeds` of every op within `radius` of them (-1: farther).
+std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius) {
+  int n = f.graph.num_ops();
+  std::vector<int> dist(n, -1);
+  std::deque<int> queue;
+  auto reach = [&](int id, int d) {
+    if (id >= 0 && id < n && dist[id] < 0) {
+      dist[id] = d;
+      queue.push_back(id);
+    }
+  };
+  for (int s : seeds) reach(s, 0);
+  while (!queue.empty()) {
+    int id = queue.front();
+    queue.pop_front();
+    int d = dist[id] + 1;
+    if (d > radius) continue;
+    for (const TensorRef& t : f.graph.op(id).inputs) {
+      reach(t.op, d);                                                          // its producer
+      for (const auto& use : f.consumers[t.op][t.index]) reach(use.first, d);  // co-readers
+    }
+    for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) reach(f.out_ops[k], d);  // its readers
+  }
+  return dist;
+}
+
+// Ops of `child` where the rewrite of `parent` changed something: the ops the target
+// built, kept ops whose inputs changed, kept producers of the removed ops' inputs.
+std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std::vector<int>& new_id,
+                             const std::vector<int>& added) {
+  std::vector<int> out(added);
+  for (int i = 0; i < parent.num_ops(); ++i) {
+    const auto& ins = parent.op(i).inputs;
+    if (new_id[i] < 0) {
+      for (const TensorRef& t : ins)
+        if (new_id[t.op] >= 0) out.push_back(new_id[t.op]);
+      continue;
+    }
+    const auto& now = child.op(new_id[i]).inputs;
+    bool same = now.size() == ins.size();
+    for (size_t k = 0; same && k < ins.size(); ++k)
+      same = now[k].index == ins[k].index && now[k].op == new_id[ins[k].op];
+    if (!same) out.push_back(new_id[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()) + 1; }
+
+std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
+                                           const std::vector<Candidate>& cands,
+                                           const std::vector<int>& which) const {
+  GraphFacts parent(graph, &model);
+  int radius = 0;
+  for (int r = 0; r < size(); ++r) radius = std::max(radius, near_radius(r));
+  std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
+  for (size_t i = 0; i < cands.size(); ++i) by_delta[i] = static_cast<int>(i);
+  std::stable_sort(by_delta.begin(), by_delta.end(),
+                   [&](int a, int b) { return cands[a].cost_delta_units < cands[b].cost_delta_units; });
+  std::vector<Successor> out;
+  for (int w : which) {
+    if (w < 0 || w >= static_cast<int>(cands.size()))
+      throw IndexError("candidate " + std::to_string(w) + " out of range (" + std::to_string(cands.size()) + ")");
+    std::vector<int> new_id, added;
+    Graph child = apply_to(parent, cands[w].rule_id, cands[w].location, &new_id, &added);
+    std::vector<int> changed = changed_ops(graph, child, new_id, added);
+    // the unchanged ops keep their costs (unless their constant-ness changed)
+    std::vector<int64_t> known(child.num_ops(), -1);
+    std::vector<char> known_constant(child.num_ops(), 0);
+    for (int i = 0; i < graph.num_ops(); ++i)
+      if (new_id[i] >= 0) {
+        known[new_id[i]] = parent.op_units[i];
+        known_constant[new_id[i]] = parent.constant[i];
+      }
+    for (int id : changed) known[id] = -1;
+    GraphFacts facts(child, &model, false, &known, &known_constant);
+    std::vector<int> near = hops_from(facts, changed, radius);
+    Successor s;
+    s.child_hash = child.hash();
+    for (const Candidate& c : enumerate(facts, model, -1, &near))
+      if (!s.has_candidates || c.cost_delta_units < s.best_delta_units) {
+        s.best_delta_units = c.cost_delta_units;
+        s.has_candidates = true;
+      }
+    std::vector<int> at;
+    for (int k : by_delta) {
+      const Candidate& c = cands[k];
+      if (s.has_candidates && c.cost_delta_units >= s.best_delta_units) break;
+      at.clear();
+      for (int id : c.location) at.push_back(new_id[id]);
+      if (std::find(at.begin(), at.end(), -1) != at.end()) continue;  // the rewrite removed some of its ops
+      int anchor_hops = near[at[rules_[c.rule_id]->order[0]]];
+      if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) continue;  // enumerated afresh above
+      int64_t units = 0;
+      if (!delta_at(facts, model, c.rule_id, at, &units)) continue;   // a cycle through the change
+      if (!s.has_candidates || units < s.best_delta_units) {
+        s.best_delta_units = units;
+        s.has_candidates = true;
+      }
+    }
+    s.best_delta = static_cast<double>(s.best_delta_units) * kCostUnitMs;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace taso

@@ -1,0 +1,67 @@
+"""Looking one rewrite ahead (taso_env.engine.search.successors): each successor's hash
+and best next cost delta, found by enumerating only the matches near the rewrite, equal
+what building the successor and enumerating all of it gives."""
+
+import random
+
+import pytest
+
+import taso_env as te
+from taso_env.engine import real_work
+from taso_env.engine.search import successors
+
+TABLE = "table:h100_fp32"
+
+
+def _walk(graph: te.Graph, steps: int, seed: int):
+    """The graph and its candidates after each of `steps` random rewrites (and before)."""
+    rng = random.Random(seed)
+    for _ in range(steps + 1):
+        cands = graph.candidates(model=TABLE)
+        yield graph, cands
+        if not cands:
+            return
+        graph = graph.apply(cands[rng.randrange(len(cands))])
+
+
+@pytest.mark.parametrize("name", ["nasrnn", "squeezenet1_1", "inception_v3", "bert_base", "nasbench",
+                                  "mobilenet_v3_large"])
+def test_successors_equal_a_full_enumeration_of_each_successor(name):
+    rng = random.Random(1)
+    checked = 0
+    for graph, cands in _walk(te.graphs.load(name), steps=3, seed=0):
+        which = rng.sample(range(len(cands)), min(12, len(cands)))
+        for k, after in zip(which, successors(graph, cands, which, model=TABLE)):
+            child = graph.apply(cands[k])
+            deltas = [c.cost_delta for c in child.candidates(model=TABLE)]
+            assert after.child_hash == child.hash()
+            if deltas:
+                assert after.best_delta == pytest.approx(min(deltas), abs=1e-12), cands[k].rule_name
+            else:
+                assert after.best_delta is None
+            checked += 1
+    assert checked >= 24
+
+
+def test_a_successor_with_no_candidates_has_none():
+    b = te.GraphBuilder("two_relus")
+    x = b.input("x", [1, 8, 4, 4])
+    b.output(b.relu(b.relu(x)), "y")
+    graph = b.build()
+    cands = graph.candidates(model=TABLE)
+    assert cands, "a double ReLU has a rewrite"
+    for k, after in enumerate(successors(graph, cands, range(len(cands)), model=TABLE)):
+        child = graph.apply(cands[k])
+        assert (after.best_delta is None) == (not child.candidates(model=TABLE))
+
+
+def test_successors_are_real_work_and_refuse_a_bad_index():
+    graph = te.graphs.load("squeezenet1_1")
+    cands = graph.candidates(model=TABLE)
+    before = real_work.counts()
+    successors(graph, cands, [0, 1, 2], model=TABLE)
+    assert real_work.since(before)["successors"] == 3
+    with pytest.raises(IndexError, match="out of range"):
+        successors(graph, cands, [len(cands)], model=TABLE)
+    with real_work.forbidden("a test"), pytest.raises(real_work.RealWorkForbiddenError):
+        successors(graph, cands, [0], model=TABLE)
