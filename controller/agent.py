@@ -38,8 +38,9 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
 two-step proposal. The lookahead's engine calls (k + detours successors per step) are
-real work at optimisation time, counted in the real-work ledger, never in training. With `explore` (collecting new real episodes in iterative training), actions
-are sampled from softmax(score / temperature) instead, and the detours of every rule are
+real work at optimisation time, counted in the real-work ledger, never in training.
+With `explore` (collecting new real episodes in iterative training), actions are
+sampled from softmax(score / temperature) instead, and the detours of every rule are
 looked at, not only those M ranks first: the episodes then hold the detours that pay,
 which is what M must learn to propose them.
 
