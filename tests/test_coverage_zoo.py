@@ -89,3 +89,21 @@ def test_a_graph_spec_carries_the_dims_wherever_graphs_are_named():
     assert info["initial_cost"] == pytest.approx(g.cost())
     with pytest.raises(te.errors.ConfigError, match="expected NAME=SIZE"):
         te.graphs.load(spec.replace("batch=1", "batch"))
+
+
+@pytest.fixture(scope="module")
+def shipped_tables():
+    from taso_env import shipped_data
+    from taso_env.gpu import cost_table
+
+    return {m: cost_table.load(shipped_data.cost_tables()[f"h100_{m}"]) for m in ("fp32", "tf32", "fp16")}
+
+
+@pytest.mark.parametrize("path", COVERAGE, ids=[p.stem for p in COVERAGE])
+def test_every_op_configuration_of_the_export_is_measured_in_the_shipped_tables(path, shipped_tables):
+    from taso_env.gpu import cost_table
+
+    g = te.load_onnx(path, dims=DIMS.get(path.stem))
+    for math_mode, table in shipped_tables.items():
+        missing = {sig for _, op_type, sig, _ in cost_table.op_configs(g) if sig not in table and op_type != "Opaque"}
+        assert not missing, f"{path.stem}: {len(missing)} missing from h100_{math_mode}: {sorted(missing)[:3]}"
