@@ -106,6 +106,19 @@ std::string scale_family(const Op& op, const std::vector<TensorType>& input_type
   return group <= 1 ? "Conv2D/dense" : group == channels ? "Conv2D/depthwise" : "Conv2D/grouped";
 }
 
+// The op family (scale_family, else the op type) and the tensors an op reads first and
+// writes, from its signature: entries with the same key run the same kind of kernel over
+// the same data (convolutions over one activation whatever their kernel, a GEMM's
+// activation whatever its weight), so their measured / analytic ratio predicts a miss's
+// better than the family's median. "" for a signature that does not read that way.
+std::string neighbour_key(const std::string& signature, const std::string& family) {
+  std::vector<std::string> parts = split(signature, '|');
+  if (parts.size() != 4) return "";
+  size_t end = parts[2].find(']');
+  return (family.empty() ? parts[0] : family) + "|" + parts[2].substr(0, end == std::string::npos ? end : end + 1) +
+         "|" + parts[3];
+}
+
 // Element-wise ops whose every input is output-shaped or one element run as a flat map
 // over the output's elements: their cost depends on the element count, not the shape
 // (a Div before or after a Transpose is the same kernel). Such signatures name the
@@ -286,24 +299,31 @@ void TableCostModel::reset_counters() {
 
 void TableCostModel::refresh_scales() const {
   if (!scales_dirty_) return;
-  std::map<std::string, std::vector<double>> ratios;
+  std::map<std::string, std::vector<double>> ratios, neighbours;
   for (const auto& kv : table_) {
     if (kv.second.analytic_ms <= 0 || kv.second.ms <= 0) continue;
     double r = kv.second.ms / kv.second.analytic_ms;
     ratios[type_of_signature(kv.first)].push_back(r);
     ratios[""].push_back(r);
-    if (type_of_signature(kv.first) != "Conv2D") continue;
-    try {
-      std::vector<TensorType> in;
-      Op op = op_from_signature(kv.first, &in);
-      ratios[scale_family(op, in)].push_back(r);
-    } catch (const std::exception&) {
-      // an entry of an older table that no longer parses: its type's scale only
+    std::string family;
+    if (type_of_signature(kv.first) == "Conv2D") {
+      try {
+        std::vector<TensorType> in;
+        Op op = op_from_signature(kv.first, &in);
+        family = scale_family(op, in);
+        ratios[family].push_back(r);
+      } catch (const std::exception&) {
+        continue;  // an entry of an older table that no longer parses: its type's scale only
+      }
     }
+    std::string key = neighbour_key(kv.first, family);
+    if (!key.empty()) neighbours[key].push_back(r);
   }
   scales_.clear();
   for (auto& kv : ratios)
     if (kv.second.size() >= 2 || kv.first.find('/') == std::string::npos) scales_[kv.first] = median(kv.second);
+  neighbour_scales_.clear();
+  for (auto& kv : neighbours) neighbour_scales_[kv.first] = median(kv.second);
   scales_dirty_ = false;
 }
 
@@ -318,8 +338,11 @@ double TableCostModel::scale_for(const std::string& op_type) const {
 double TableCostModel::fallback_ms(const Op& op, const std::vector<TensorType>& input_types) const {
   const std::string family = scale_family(op, input_types);
   refresh_scales();
+  const double analytic = analytic_.compute_cost_ms(op, input_types);
+  auto near = neighbour_scales_.find(neighbour_key(op_signature(op, input_types), family));
+  if (near != neighbour_scales_.end()) return analytic * near->second;
   const bool known = !family.empty() && scales_.count(family);
-  return analytic_.compute_cost_ms(op, input_types) * scale_for(known ? family : op_type_name(op.type));
+  return analytic * scale_for(known ? family : op_type_name(op.type));
 }
 
 double TableCostModel::compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const {
