@@ -23,13 +23,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_candidates import load  # noqa: E402
 from common import emit  # noqa: E402
 
+from taso_env.engine.cost_model import make_cost_model  # noqa: E402
 from taso_env.engine.search import successors  # noqa: E402
 
 DEFAULT = ["nasrnn", "nasbench", "inception_v3", "squeezenet1_1.onnx", "mobilenet_v3_large.onnx",
            "efficientnet_b0.onnx", "densenet121.onnx", "bert_base.onnx", "vit_b_16.onnx"]
 
 
-def measure(model: str, steps: int, per_step: int, seed: int, cost_model: str) -> dict:
+def measure(model: str, steps: int, per_step: int, seed: int, cost_model) -> dict:
     rng = random.Random(seed)
     g = load(model)
     ops = g.num_ops
@@ -65,7 +66,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cost-model", default="table:h100_fp32")
     args = parser.parse_args()
-    rows = [measure(m, args.steps, args.per_step, args.seed, args.cost_model) for m in args.models]
+    model = make_cost_model(args.cost_model)  # loaded once (a name would load the table at every call)
+    rows = [measure(m, args.steps, args.per_step, args.seed, model) for m in args.models]
     emit("successors", rows, ["model", "ops", "successors_checked", "successors_ms", "build_and_enumerate_ms",
                               "speedup"], cost_model=args.cost_model)
 
