@@ -9,7 +9,8 @@ estimated cost and speedup, optimisation wall time (model loading excluded, repo
 model_load_s: a learned agent is loaded once per evaluation, on its first graph), steps,
 the step at which the best graph was reached, the engine's candidate enumerations while
 optimising (search: its expansions; an episode: the environment's own and any
-lookahead's — the work optimisation time is made of), real-environment steps spent in
+lookahead's successors, each a partial enumeration of the graph a rewrite leads to — the
+work optimisation time is made of), real-environment steps spent in
 training, and — with `measure="cuda"` where the CUDA backend is present —
 measured runtimes. Every optimised graph is exported to ONNX and checked against the
 original with onnxruntime before it is reported; a mismatch is an error.
@@ -238,7 +239,8 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                         best, best_cost = g, g.cost()
             seconds = time.perf_counter() - start
             if agent not in ("backtracking", "greedy"):
-                enumerations = real_work.since(work)["candidates"]
+                done_work = real_work.since(work)
+                enumerations = done_work["candidates"] + done_work["successors"]
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {graph.name}: {report}")

@@ -87,8 +87,9 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
   if (rule_id >= 0) {
     ids.push_back(rule_id);
   } else {
+    const auto& present = near ? near_by_type : facts.ops_by_type;
     for (int t = 0; t < kNumOpTypes; ++t)
-      if (!(near ? near_by_type : facts.ops_by_type)[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
+      if (!present[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
     std::sort(ids.begin(), ids.end());
   }
   std::vector<int> first;
