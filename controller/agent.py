@@ -77,6 +77,8 @@ class LookaheadConfig:
         detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
         detour_locations: of each such rule, the locations looked at (smallest loss first).
+            4: run s7's graphs are the same with 4 as with 8 (docs/learned_agents.md,
+            ninth session) for 40% fewer successors; with 2 nasrnn ends lower.
         value_weight: weight of C's centred value of the successor in the scores.
         unlock_rules: next rules M tries after each rule for its two-step return.
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
@@ -89,7 +91,7 @@ class LookaheadConfig:
     detour_cost: float = 0.25
     expand: int = 4
     detour_rules: int = 6
-    detour_locations: int = 8
+    detour_locations: int = 4
     value_weight: float = 0.0
     unlock_rules: int = 16
     temperature: float = 0.5
