@@ -65,3 +65,22 @@ def test_successors_are_real_work_and_refuse_a_bad_index():
         successors(graph, cands, [len(cands)], model=TABLE)
     with real_work.forbidden("a test"), pytest.raises(real_work.RealWorkForbiddenError):
         successors(graph, cands, [0], model=TABLE)
+
+
+def test_candidates_of_another_graph_are_a_typed_error():
+    small = te.graphs.load("squeezenet1_1")
+    foreign = te.graphs.load("inception_v3").candidates(model=TABLE)
+    outside = next(c for c in foreign if max(c.location) >= len(small.ops))  # ops of every kind
+    with pytest.raises(ValueError, match="not in this graph"):
+        successors(small, small.candidates(model=TABLE) + [outside], [0], model=TABLE)
+
+    def applies(c):
+        try:
+            small.apply(c)
+            return True
+        except ValueError:
+            return False
+
+    inside = next(c for c in foreign if max(c.location) < len(small.ops) and not applies(c))
+    with pytest.raises(ValueError, match="does not apply|matches"):  # in range, not a match here
+        successors(small, [inside], [0], model=TABLE)

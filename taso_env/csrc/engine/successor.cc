@@ -84,6 +84,15 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   GraphFacts parent(graph, &model);
   int radius = 0;
   for (int r = 0; r < size(); ++r) radius = std::max(radius, near_radius(r));
+  for (const Candidate& c : cands) {  // candidates of another graph or rule set are refused
+    if (c.rule_id < 0 || c.rule_id >= size())
+      throw ValueError("candidate of rule id " + std::to_string(c.rule_id) + ": no such rule in this rule set");
+    bool fits = c.location.size() == rules_[c.rule_id]->source.size();
+    for (int id : c.location) fits = fits && id >= 0 && id < graph.num_ops();
+    if (!fits)
+      throw ValueError("a candidate of rule '" + rules_[c.rule_id]->spec.name +
+                       "' has a location that is not in this graph (candidates of another graph?)");
+  }
   std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
   for (size_t i = 0; i < cands.size(); ++i) by_delta[i] = static_cast<int>(i);
   std::stable_sort(by_delta.begin(), by_delta.end(),
