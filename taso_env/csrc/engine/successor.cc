@@ -10,9 +10,11 @@
 // outputs or another reader of one of its inputs; a source pattern is connected through
 // exactly those links (Compiled's matching order), so a match of k ops lies within k - 1
 // hops of its first-matched op. The change is seeded by the ops the target built, the
-// kept ops whose inputs changed and the producers that lost a reader; with radius k + 1
-// (near_radius) a carried-over match and the producers of its inputs (the ops its
-// rewrite could make dead) lie outside the change, so its cost delta is the parent's.
+// kept ops whose inputs changed and the producers that lost a reader: every op whose
+// inputs or readers differ from the parent's is among them (an op the target reads is a
+// producer of a replaced op's input). With radius k (near_radius), a carried-over match
+// contains no seed and no producer of its inputs is one (the ops its rewrite could make
+// dead keep their readers), so its cost delta is the parent's.
 // Only whether it still creates no cycle can differ (a path through the change), so the
 // best carried-over candidates are checked again at their place in the successor, best
 // first, until one applies. What is not seen: a match the parent's cycle check rejected
@@ -76,7 +78,7 @@ std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std:
 
 }  // namespace
 
-int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()) + 1; }
+int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()); }
 
 std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
                                            const std::vector<Candidate>& cands,

@@ -119,7 +119,7 @@ class RuleSet {
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                                    const std::vector<int>* near) const;
   // How far from a changed region a rule's match can have its first-matched op while
-  // it, or a producer of its inputs, lies in the region (successor.cc).
+  // it, or a producer of its inputs, lies in the region (successor.cc): its source size.
   int near_radius(int rule_id) const;
   // The cost delta (units) of `location` in the graph of `facts`, or false if the rule
   // does not apply there.
