@@ -121,7 +121,7 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 def _and(n: onnx.NodeProto, constants, added) -> list[onnx.NodeProto]:
     out = n.output[0]
     zero = _new_constant(f"{out}__zero", np.array(0, dtype=np.uint8), constants, added)
-    b8, picked = _fresh(f"{out}__b_u8", constants), _fresh(f"{out}__u8", constants)
+    b8, picked = _new_name(f"{out}__b_u8", constants), _new_name(f"{out}__u8", constants)
     return [helper.make_node("Cast", [n.input[1]], [b8], name=f"{n.name}__cast_b", to=onnx.TensorProto.UINT8),
             helper.make_node("Where", [n.input[0], b8, zero], [picked], name=f"{n.name}__where"),
             helper.make_node("Cast", [picked], [out], name=n.name, to=onnx.TensorProto.BOOL)]

@@ -324,6 +324,7 @@ void TableCostModel::refresh_scales() const {
     if (kv.second.size() >= 2 || kv.first.find('/') == std::string::npos) scales_[kv.first] = median(kv.second);
   neighbour_scales_.clear();
   for (auto& kv : neighbours) neighbour_scales_[kv.first] = median(kv.second);
+  fallbacks_.clear();
   scales_dirty_ = false;
 }
 
@@ -335,14 +336,19 @@ double TableCostModel::scale_for(const std::string& op_type) const {
   return it != scales_.end() ? it->second : 1.0;
 }
 
-double TableCostModel::fallback_ms(const Op& op, const std::vector<TensorType>& input_types) const {
-  const std::string family = scale_family(op, input_types);
+double TableCostModel::fallback_ms(const Op& op, const std::vector<TensorType>& input_types,
+                                   const std::string& signature) const {
   refresh_scales();
+  auto cached = fallbacks_.find(signature);  // search costs the same missing op many times
+  if (cached != fallbacks_.end()) return cached->second;
+  const std::string family = scale_family(op, input_types);
   const double analytic = analytic_.compute_cost_ms(op, input_types);
-  auto near = neighbour_scales_.find(neighbour_key(op_signature(op, input_types), family));
-  if (near != neighbour_scales_.end()) return analytic * near->second;
+  auto near = neighbour_scales_.find(neighbour_key(signature, family));
   const bool known = !family.empty() && scales_.count(family);
-  return analytic * scale_for(known ? family : op_type_name(op.type));
+  const double ms = analytic * (near != neighbour_scales_.end() ? near->second
+                                                                : scale_for(known ? family : op_type_name(op.type)));
+  fallbacks_.emplace(signature, ms);
+  return ms;
 }
 
 double TableCostModel::compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const {
@@ -363,7 +369,7 @@ double TableCostModel::compute_cost_ms(const Op& op, const std::vector<TensorTyp
   }
   ++misses_;
   missed_.insert(sig);
-  return fallback_ms(op, input_types);
+  return fallback_ms(op, input_types, sig);
 }
 
 }  // namespace taso

@@ -80,7 +80,8 @@ class TableCostModel : public CostModel {
   // entries), else the op type; over all entries when the type has none; 1 for an
   // empty table. (A 3x3 convolution over a 1x1 image scaled by all dense convolutions'
   // median looked 3x cheaper than its measured 1x1 sibling; on the H100 it is slower.)
-  double fallback_ms(const Op& op, const std::vector<TensorType>& input_types) const;
+  // `signature` is op_signature(op, input_types); results are kept until the table changes.
+  double fallback_ms(const Op& op, const std::vector<TensorType>& input_types, const std::string& signature) const;
   double scale_for(const std::string& op_type) const;
   const AnalyticCostModel& analytic() const { return analytic_; }
 
@@ -92,6 +93,7 @@ class TableCostModel : public CostModel {
   Measurer measurer_;
   mutable std::map<std::string, double> scales_;  // family or op type -> scale ("" = all)
   mutable std::map<std::string, double> neighbour_scales_;  // family|first input|outputs -> scale
+  mutable std::unordered_map<std::string, double> fallbacks_;  // missing signature -> fallback ms
   mutable bool scales_dirty_ = true;
   mutable int64_t hits_ = 0;
   mutable int64_t misses_ = 0;
