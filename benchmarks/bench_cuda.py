@@ -15,7 +15,10 @@ graphs evenly spaced along the table's greedy descent (`spearman_path`: the grap
 order decides what search keeps; random rewrites of a transformer move its runtime by
 less than 1%, near the measurement noise), each one's estimate and measurement appended to
 `--dump` as a JSON line, the table's miss rate on the random rewrites, and PyTorch's
-CUDA-graph runtime (measured here with --torch; docs/gpu.md's figure otherwise).
+CUDA-graph runtime (measured here with --torch; docs/gpu.md's figure otherwise). With
+`--compare-unfused`, the same for the table pricing every op alone (before the model
+knew which ops the executor runs in a convolution's epilogue): its Spearman over the
+same random rewrites, and its own greedy path measured.
 Then `--leak-iters` end-to-end measurements in one process (a fresh executor every
 `--leak-fresh-every`), GPU memory in use before and after. Prints one JSON line and a markdown table.
 """
@@ -126,6 +129,16 @@ def bench_model(name: str, model, args) -> dict:
     path = [g] + cost_table.greedy_path(g, args.candidates, model=model)
     path_est = [model.graph_cost(x) for x in path]
     path_meas = measured(path)
+    unfused = {}
+    if args.compare_unfused:  # the table pricing every op alone: same random rewrites, its own greedy path
+        alone = TableCostModel(args.table, device=model.device, math=model.math, fused_epilogues=False)
+        upath = [g] + cost_table.greedy_path(g, args.candidates, model=alone)
+        upath_est = [alone.graph_cost(x) for x in upath]
+        upath_meas = measured(upath)
+        unfused = {"spearman_unfused": spearman([alone.graph_cost(x) for x in graphs], meas),
+                   "spearman_path_unfused": spearman(upath_est, upath_meas) if len(upath) > 2 else float("nan"),
+                   "path_unfused_est_speedup": upath_est[0] / upath_est[-1],
+                   "path_unfused_measured_speedup": upath_meas[0] / upath_meas[-1]}
     ref = PYTORCH_REFERENCE.get(name)
     row = {"model": name, "ops": g.num_ops, "measured_ms": orig.median_ms, "optimised_ms": opt.median_ms,
            "candidate_est_ms": est, "candidate_measured_ms": meas,
@@ -133,7 +146,8 @@ def bench_model(name: str, model, args) -> dict:
            "est_ms": r.initial_cost, "spearman": spearman(est, meas), "candidates": len(graphs),
            "path_est_ms": path_est, "path_measured_ms": path_meas,
            "spearman_path": spearman(path_est, path_meas) if len(path) > 2 else float("nan"),
-           "path_graphs": len(path),
+           "path_graphs": len(path), "path_est_speedup": path_est[0] / path_est[-1],
+           "path_measured_speedup": path_meas[0] / path_meas[-1], **unfused,
            "table_miss_rate": misses / max(1, sum(x.num_ops for x in graphs)),
            "pytorch_ref_ms": ref[0] if ref else float("nan"),
            "pytorch_ref": f"{ref[1]} {ref[2]}" if ref else "-", "search_s": r.seconds,
@@ -175,6 +189,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dump", default=None, help="append per-candidate estimated / measured ms as JSON lines here")
     parser.add_argument("--torch", action="store_true", help="measure PyTorch side by side")
+    parser.add_argument("--compare-unfused", action="store_true",
+                        help="also rank the random rewrites with the table pricing convolution epilogues alone "
+                             "(as before the cost model knew the executor fuses them), and measure that model's "
+                             "greedy path")
     parser.add_argument("--leak-iters", type=int, default=10000)
     parser.add_argument("--leak-max-seconds", type=float, default=300)
     parser.add_argument("--leak-fresh-every", type=int, default=10, help="a fresh executor every N measurements")
@@ -187,6 +205,8 @@ def main(argv=None) -> int:
             model = TableCostModel(args.table, device=cb.device_name(), math=args.math)
         except cost_table.MissingTableError:
             model = TableCostModel(args.table, math=args.math)
+    if args.compare_unfused and not isinstance(model, TableCostModel):
+        parser.error("--compare-unfused needs a cost table")
     leak = {}
     if args.leak_iters:
         leak = leak_check(args.leak_iters, args.leak_max_seconds, args.math, args.leak_fresh_every)
@@ -217,7 +237,10 @@ def main(argv=None) -> int:
         print("ROW " + json.dumps(row), file=sys.stderr, flush=True)
         rows.append(row)
     emit("cuda", rows, ["model", "ops", "measured_ms", "optimised_ms", "est_speedup", "measured_speedup",
-                        "spearman", "candidates", "spearman_path", "path_graphs", "table_miss_rate",
+                        "spearman", "candidates", "spearman_path", "path_graphs", "path_est_speedup",
+                        "path_measured_speedup"] + (["spearman_unfused", "spearman_path_unfused",
+                                                     "path_unfused_est_speedup", "path_unfused_measured_speedup"]
+                                                    if args.compare_unfused else []) + ["table_miss_rate",
                         "pytorch_here_ms", "vs_pytorch", "pytorch_ref_ms", "pytorch_ref"],
          device=cb.device_info(), math=args.math, cost_model=model.name, budget=args.budget, leak=leak)
     if leak:

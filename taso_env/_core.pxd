@@ -152,6 +152,7 @@ cdef extern from "taso/table_cost_model.h" namespace "taso":
         const cpp_set[string]& missed_signatures()
         void reset_counters()
         double scale_for(const string& op_type)
+        void set_fused_epilogues(bool on)
 
 
 cdef extern from "taso/rule.h" namespace "taso":

@@ -260,8 +260,9 @@ cdef class AnalyticModel(CoreCostModel):
 cdef class TableModel(CoreCostModel):
     """Measured op costs by signature (taso/table_cost_model.h), analytic fallback."""
 
-    def __cinit__(self, profile="h100"):
+    def __cinit__(self, profile="h100", bint fused_epilogues=True):  # fused: taso/epilogue.h's ops cost nothing
         self.model.reset(new TableCostModel(device_profile(_s(profile))))
+        deref(self.model).set_fused_epilogues(fused_epilogues)
         self.ptr = self.model.get()
 
     def set(self, signature, double ms, double analytic_ms=0.0):

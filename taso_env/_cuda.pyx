@@ -156,6 +156,11 @@ cdef class GpuExecutor:
     def fused_ops(self):
         return self._get().fused_ops()
 
+    @property
+    def conv_epilogue_ops(self):
+        """Op ids run in a convolution's epilogue (csrc/gpu/fusion.h)."""
+        return list(self._get().conv_epilogue_ops())
+
     def conv_choices(self):
         """{conv op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each
         convolution step runs (the executor's own choice where no plan forced one)."""

@@ -50,3 +50,50 @@ def all_ops_graph() -> te.Graph:
     b.output(b.op("ReduceSum", [sel], axes=[0, 2], keepdims=1), "selected")
     b.output(b.op("Cast", [b.op("Mul", [ids, ids])], to=dtypes.FLOAT32), "ids_sq")
     return b.build()
+
+
+def conv_epilogue_graph(pattern: str, bias: bool = True) -> te.Graph:
+    """A convolution "c" and what reads it, by `pattern` (CONV_EPILOGUE_PATTERNS): the
+    cases of the epilogue rule (taso/epilogue.h) that fuse and those that must not."""
+    b = te.GraphBuilder(f"fuse_{pattern}_{int(bias)}", seed=0)
+    x = b.input("x", [1, 8, 14, 14])
+    r = b.input("r", [1, 16, 14, 14])
+    y = b.conv2d(x, 16, 3, padding=1, bias=bias, name="c")
+    if pattern == "relu":
+        y = b.relu(y)
+    elif pattern == "add":
+        y = b.add(y, r)
+    elif pattern == "add_swapped_relu":
+        y = b.relu(b.add(r, y))
+    elif pattern == "add_relu":
+        y = b.relu(b.add(y, r))
+    elif pattern == "two_convs_add_relu":  # both operands are convolutions (ResNet downsample)
+        y = b.relu(b.add(y, b.conv2d(x, 16, 1, name="d")))
+    elif pattern == "conv_read_twice":  # must not fuse: the conv output has two readers
+        y = b.add(b.relu(y), y)
+    elif pattern == "relu_is_output":  # the Add is an output too: only conv+add may fuse
+        a = b.add(y, r)
+        b.output(a, "sum")
+        y = b.relu(a)
+    elif pattern == "broadcast_add":  # must not fuse: the residual broadcasts
+        y = b.relu(b.add(y, b.input("c1", [1, 16, 1, 1])))
+    elif pattern == "relu6":
+        y = b.op("Clip", [y], min=0.0, max=6.0)
+    elif pattern == "add_hardswish":
+        y = b.op("HardSwish", [b.add(y, r)])
+    elif pattern == "clip_not_relu6":  # fuses nothing: only Clip(0, 6) is an epilogue
+        y = b.op("Clip", [y], min=-1.0, max=1.0)
+    elif pattern == "asym_pads_strided":
+        y = b.relu(b.add(b.conv2d(x, 16, 3, stride=2, padding=[0, 0, 1, 1], name="s"), b.input("r2", [1, 16, 7, 7])))
+    b.output(y, "y")
+    return b.build()
+
+
+CONV_EPILOGUE_PATTERNS = ["relu", "relu6", "add_hardswish", "clip_not_relu6",
+            "add", "add_swapped_relu", "add_relu", "two_convs_add_relu", "conv_read_twice",
+            "relu_is_output", "broadcast_add", "asym_pads_strided"]
+# pattern -> the types of the ops the convolution runs in its epilogue
+CONV_EPILOGUE_OPS = {"relu": ["Relu"], "relu6": ["Clip"], "add_hardswish": ["Add", "HardSwish"],
+                     "clip_not_relu6": [], "add": ["Add"], "add_swapped_relu": ["Add", "Relu"],
+                     "add_relu": ["Add", "Relu"], "two_convs_add_relu": ["Add", "Relu"], "conv_read_twice": [],
+                     "relu_is_output": ["Add"], "broadcast_add": [], "asym_pads_strided": ["Add", "Relu"]}

@@ -183,7 +183,7 @@ def test_mismatched_dataset_lengths_are_corrupt(tmp_path):
 
 def test_table_model_replays_entries_and_counts_hits():
     g = te.graphs.build("resnet18", seed=None)
-    model = TableCostModel(_table_for(g, factor=3.0))
+    model = TableCostModel(_table_for(g, factor=3.0), fused_epilogues=False)  # every op priced, as analytic
     analytic = te.AnalyticCostModel("h100")
     assert model.graph_cost(g) == pytest.approx(3.0 * analytic.graph_cost(g))
     assert model.misses == 0 and model.hits == g.num_ops
@@ -193,7 +193,7 @@ def test_table_model_replays_entries_and_counts_hits():
 def test_misses_fall_back_to_the_scaled_analytic_model_and_are_counted():
     g = te.graphs.build("resnet18", seed=None)
     rows = _signatures(g)
-    model = TableCostModel(_table_for(g, factor=2.0, every=2))  # half the configurations
+    model = TableCostModel(_table_for(g, factor=2.0, every=2), fused_epilogues=False)  # half the configurations
     cost = model.graph_cost(g)
     assert model.misses > 0 and model.hits > 0
     assert model.hits + model.misses == g.num_ops
@@ -262,7 +262,7 @@ def test_a_miss_takes_the_scale_of_entries_over_the_same_shapes():
 
 def test_an_empty_table_is_the_analytic_model():
     g = _tiny()
-    model = TableCostModel(CostTable(DEVICE))
+    model = TableCostModel(CostTable(DEVICE), fused_epilogues=False)
     assert model.graph_cost(g) == pytest.approx(te.AnalyticCostModel("h100").graph_cost(g))
     assert model.misses == g.num_ops
 

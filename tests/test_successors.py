@@ -24,7 +24,7 @@ def _walk(graph: te.Graph, steps: int, seed: int):
         graph = graph.apply(cands[rng.randrange(len(cands))])
 
 
-@pytest.mark.parametrize("name", ["nasrnn", "squeezenet1_1", "inception_v3", "bert_base", "nasbench",
+@pytest.mark.parametrize("name", ["nasrnn", "squeezenet1_1", "inception_v3", "bert_base", "nasbench", "resnet50",
                                   "mobilenet_v3_large"])
 def test_successors_equal_a_full_enumeration_of_each_successor(name):
     rng = random.Random(1)

@@ -72,13 +72,17 @@ class TableCostModel(CostModel):
         table: a `CostTable` or the path of an HDF5 cost table.
         device, math: which table of the file (optional where the file has one).
         profile: analytic profile of the fallback (default: h100, or h100-tf32 for tf32).
+        fused_epilogues: the ops the CUDA executor runs in a convolution's epilogue
+            (an activation or residual Add that is a convolution's only reader,
+            taso/epilogue.h) cost nothing, as on the GPU; False prices every op alone
+            (the executor with RLFLOW_FUSE=0).
 
     Raises:
         CostTableError: the file is missing, corrupt, or has no matching table.
     """
 
     def __init__(self, table, *, device: str | None = None, math: str | None = None,
-                 profile: str | None = None):
+                 profile: str | None = None, fused_epilogues: bool = True):
         from taso_env.gpu import cost_table
 
         if not isinstance(table, cost_table.CostTable):
@@ -89,7 +93,9 @@ class TableCostModel(CostModel):
             self.name = f"table:{table.device}/{table.math}"
         self.device, self.math = table.device, table.math
         profile = profile or ("h100-tf32" if table.math == "tf32" else "h100")
-        self._model = _core.TableModel(profile)
+        self._model = _core.TableModel(profile, fused_epilogues)
+        if not fused_epilogues:
+            self.name += "+unfused"
         for sig, ms, analytic in table.items():
             self._model.set(sig, ms, analytic)
 

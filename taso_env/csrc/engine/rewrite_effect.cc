@@ -7,6 +7,13 @@
 // costs change only where their constant-ness changes, and their Merkle hashes only
 // where an input's hash changes. Both are propagated from the replaced tensors through
 // their consumers in op-id (= topological) order, touching only the affected ops.
+//
+// Where the model runs convolution epilogues (taso/epilogue.h), whether an op runs in
+// one depends on its producers and on how many ops read them, so a kept op near the
+// rewrite can start or stop costing nothing: the kept Adds and activations that read a
+// replaced tensor, a tensor a removed or target op read, or an op whose constant-ness
+// changed (and the activations reading such Adds) are judged again as the child will
+// have them (EpilogueChild), with the same rule as a whole graph.
 #include <algorithm>
 #include <functional>
 
@@ -21,6 +28,138 @@ struct TensorKey {
   uint64_t hash = 0;
   int index = 0;
   bool constant = false;
+};
+
+// The child graph as the epilogue rule sees it, without building it: a tensor is an
+// output of a kept op or of a target op. judge() decides, for the target ops and for
+// the kept ops whose verdict can change (added to `recost`), whether they run in a
+// convolution's epilogue in the child (target_absorbed; the scratch's absorbed marks).
+struct EpilogueChild {
+  struct Tensor {
+    bool target;
+    int op;
+    int index;
+    bool operator==(const Tensor& o) const { return target == o.target && op == o.op && index == o.index; }
+  };
+
+  const Graph& g;
+  const GraphFacts& f;
+  const Match& m;
+  const Plan& plan;
+  const std::vector<std::pair<TensorRef, TensorKey>>& replaced;
+  const std::vector<Ref>& replaced_by;
+  const std::vector<int>& removed;  // sorted
+  uint32_t gen;
+  const std::vector<std::vector<TensorType>>& target_types;
+  std::vector<char>& target_absorbed;
+
+  bool removed_op(int id) const { return std::binary_search(removed.begin(), removed.end(), id); }
+  Tensor of_ref(const Ref& r) const {
+    if (!r.is_var) return {true, r.op, r.index};
+    return {false, m.vars[r.var].op, m.vars[r.var].index};
+  }
+  // What a kept op's input reads in the child.
+  Tensor resolve(const TensorRef& t) const {
+    if (f.scratch.replaced[t.op] == gen)
+      for (size_t j = 0; j < replaced.size(); ++j)
+        if (replaced[j].first == t) return of_ref(replaced_by[j]);
+    return {false, t.op, t.index};
+  }
+  int kept_uses(const TensorRef& t) const {
+    int n = 0;
+    for (const auto& use : f.consumers[t.op][t.index]) n += !removed_op(use.first);
+    return n;
+  }
+  bool constant(int id) const {
+    return f.scratch.changed[id] == gen ? f.scratch.constant[id] : f.constant[id];
+  }
+  EpilogueFeed feed(const Tensor& t) const {
+    EpilogueFeed out;
+    if (t.index != 0 || t.op < 0) return out;
+    if (!t.target) {
+      TensorRef ref{t.op, t.index};
+      out.uses = kept_uses(ref);
+      out.graph_output = f.output_tensors.count(ref) > 0;
+    }
+    for (size_t j = 0; j < replaced.size(); ++j)  // kept readers now reading it instead
+      if (of_ref(replaced_by[j]) == t) {
+        out.uses += kept_uses(replaced[j].first);
+        out.graph_output = out.graph_output || f.output_tensors.count(replaced[j].first) > 0;
+      }
+    for (const PlannedOp& po : plan.ops)
+      if (po.present)
+        for (const Ref& r : po.inputs) out.uses += of_ref(r) == t;
+    if (t.target) {
+      out.op = &plan.ops[t.op].op;
+      out.constant = plan.ops[t.op].constant;
+      out.absorbed = target_absorbed[t.op];
+    } else {
+      out.op = &g.ops()[t.op];
+      out.constant = constant(t.op);
+      out.absorbed = f.scratch.recost[t.op] == gen ? f.scratch.absorbed[t.op] : f.absorbed[t.op];
+    }
+    return out;
+  }
+
+  static bool may_run_in_epilogue(const Op& op) {
+    return op.type == OpType::kAdd || epilogue_activation(op) != EpilogueActivation::kNone;
+  }
+  void add(int id, std::vector<int>& recost) const {
+    if (id < 0 || removed_op(id) || f.scratch.recost[id] == gen || !may_run_in_epilogue(g.ops()[id])) return;
+    f.scratch.recost[id] = gen;
+    f.scratch.absorbed[id] = f.absorbed[id];
+    recost.push_back(id);
+  }
+  void add_readers(const TensorRef& t, std::vector<int>& recost) const {
+    if (t.op < 0) return;
+    for (const auto& use : f.consumers[t.op][t.index]) add(use.first, recost);
+  }
+  void add_readers_of(int id, std::vector<int>& recost) const {
+    for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) add(f.out_ops[k], recost);
+  }
+
+  void judge(std::vector<int>& recost) const {
+    for (int id : recost) {  // the ops whose constant-ness changed, priced again anyway
+      f.scratch.recost[id] = gen;
+      f.scratch.absorbed[id] = f.absorbed[id];
+    }
+    for (size_t k = 0, n = recost.size(); k < n; ++k) add_readers_of(recost[k], recost);
+    for (const auto& rep : replaced) add_readers(rep.first, recost);  // their producer changes
+    for (int r : removed)  // their producers lose a reader
+      for (const TensorRef& t : g.ops()[r].inputs)
+        if (!removed_op(t.op)) add_readers(t, recost);
+    for (const PlannedOp& po : plan.ops)  // their producers gain one
+      if (po.present)
+        for (const Ref& r : po.inputs)
+          if (r.is_var) add_readers(m.vars[r.var], recost);
+    for (size_t k = 0; k < recost.size(); ++k)  // activations read an Add's verdict
+      if (g.ops()[recost[k]].type == OpType::kAdd) add_readers_of(recost[k], recost);
+    // Adds first (their rule reads convolutions only), then the rest.
+    for (int pass = 0; pass < 2; ++pass) {
+      EpilogueFeed feeds[2];
+      for (size_t i = 0; i < plan.ops.size(); ++i) {
+        const PlannedOp& po = plan.ops[i];
+        if (!po.present || po.constant || (po.op.type == OpType::kAdd) != (pass == 0)) continue;
+        feeds[0] = feeds[1] = EpilogueFeed{};
+        for (size_t k = 0; k < po.inputs.size() && k < 2; ++k) feeds[k] = feed(of_ref(po.inputs[k]));
+        target_absorbed[i] = runs_in_conv_epilogue(po.op, target_types[i], feeds);
+      }
+      std::vector<TensorType> in;
+      for (int id : recost) {
+        const Op& op = g.ops()[id];
+        if ((op.type == OpType::kAdd) != (pass == 0)) continue;
+        f.scratch.absorbed[id] = 0;
+        if (constant(id)) continue;
+        feeds[0] = feeds[1] = EpilogueFeed{};
+        in.clear();
+        for (size_t k = 0; k < op.inputs.size(); ++k) {
+          in.push_back(g.tensor_type(op.inputs[k]));
+          if (k < 2) feeds[k] = feed(resolve(op.inputs[k]));
+        }
+        f.scratch.absorbed[id] = runs_in_conv_epilogue(op, in, feeds);
+      }
+    }
+  }
 };
 
 }  // namespace
@@ -41,6 +180,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
 
   // Target ops.
   std::vector<uint64_t> target_hash(plan.ops.size(), 0);
+  std::vector<int64_t> target_units(plan.ops.size(), 0);
+  std::vector<std::vector<TensorType>> target_types(plan.ops.size());
   for (size_t i = 0; i < plan.ops.size(); ++i) {
     const PlannedOp& po = plan.ops[i];
     if (!po.present) continue;
@@ -59,11 +200,13 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     }
     target_hash[i] = v;
     if (f.hashes) e.child_hash += graph_hash::op_term(v);
-    if (!po.constant) e.cost_units += cost_units(model.compute_cost_ms(po.op, in));
+    if (!po.constant) target_units[i] = cost_units(model.compute_cost_ms(po.op, in));
+    target_types[i] = std::move(in);
   }
 
   // Replaced tensors: source output -> what the child reads instead.
   std::vector<std::pair<TensorRef, TensorKey>> replaced;
+  std::vector<Ref> replaced_by;  // per replaced tensor: the var or target tensor read instead
   for (size_t i = 0; i < rule.source_outputs.size(); ++i) {
     const auto& [sop, sidx] = rule.source_outputs[i];
     const Ref& r = plan.outputs[i];
@@ -75,6 +218,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
       k = {target_hash[r.op], r.index, plan.ops[r.op].constant};
     }
     replaced.push_back({TensorRef{m.ops[sop], sidx}, k});
+    replaced_by.push_back(r);
   }
 
   // Downstream ops, in topological order, while something about them changes.
@@ -87,6 +231,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     s.replaced.assign(n, 0);
     s.hash.assign(n, 0);
     s.constant.assign(n, 0);
+    s.recost.assign(n, 0);
+    s.absorbed.assign(n, 0);
   }
   const uint32_t gen = ++s.generation;
   for (const auto& rep : replaced) s.replaced[rep.first.op] = gen;
@@ -109,6 +255,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   };
   for (const auto& rep : replaced)
     for (const auto& use : f.consumers[rep.first.op][rep.first.index]) mark(use.first);
+  std::vector<int> recost;  // kept ops to price again (each once)
   for (int id = first; pending > 0 && id < static_cast<int>(n); ++id) {
     if (s.queued[id] != gen) continue;
     --pending;
@@ -127,17 +274,32 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     s.hash[id] = v;
     s.constant[id] = constant;
     if (hash_changed) e.child_hash += graph_hash::op_term(v) - graph_hash::op_term(f.merkle[id]);
-    if (constant_changed) {
-      const Op& op = g.ops()[id];
-      int64_t now = 0;
+    if (constant_changed) recost.push_back(id);
+    for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) mark(f.out_ops[k]);
+  }
+
+  // Costs of the target ops and of the kept ops whose cost can change.
+  std::vector<char> target_absorbed(plan.ops.size(), 0);
+  if (!f.absorbed.empty()) {
+    EpilogueChild child{g, f, m, plan, replaced, replaced_by, removed, gen, target_types, target_absorbed};
+    child.judge(recost);
+  }
+  for (size_t i = 0; i < plan.ops.size(); ++i)
+    if (plan.ops[i].present && !target_absorbed[i]) e.cost_units += target_units[i];
+  for (int id : recost) {
+    const Op& op = g.ops()[id];
+    bool constant = s.changed[id] == gen ? static_cast<bool>(s.constant[id]) : static_cast<bool>(f.constant[id]);
+    int64_t now = f.raw_units[id];
+    if (constant != static_cast<bool>(f.constant[id])) {
+      now = 0;
       if (!constant && !is_source_op(op.type)) {
         std::vector<TensorType> in;
         for (const TensorRef& t : op.inputs) in.push_back(g.tensor_type(t));
         now = cost_units(model.compute_cost_ms(op, in));
       }
-      e.cost_units += now - f.op_units[id];
     }
-    for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) mark(f.out_ops[k]);
+    bool absorbed = !f.absorbed.empty() && s.absorbed[id];
+    e.cost_units += (absorbed ? 0 : now) - f.op_units[id];
   }
 
   // Graph outputs whose tensor was replaced or whose producer's hash changed.

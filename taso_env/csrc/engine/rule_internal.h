@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "rule_expr.h"
+#include "taso/epilogue.h"
 #include "taso/errors.h"
 #include "taso/graph_hash.h"
 #include "taso/rule.h"
@@ -41,7 +42,9 @@ struct GraphFacts {
   std::vector<char> is_output;  // per op: some output is a graph output
   std::set<TensorRef> output_tensors;
   std::vector<char> constant;
-  std::vector<int64_t> op_units;
+  std::vector<int64_t> raw_units;  // each op's cost priced alone (0 for constant and source ops)
+  std::vector<int64_t> op_units;   // what it costs in the graph: 0 where it runs in an epilogue
+  std::vector<char> absorbed;      // per op: runs in a convolution's epilogue (empty: the model has none)
   std::vector<std::vector<int>> ops_by_type;
   bool hashes = false;
   std::vector<uint64_t> local_hash, merkle;
@@ -53,6 +56,8 @@ struct GraphFacts {
     std::vector<uint32_t> queued, changed, replaced;
     std::vector<uint64_t> hash;
     std::vector<char> constant;
+    std::vector<uint32_t> recost;  // kept ops priced again (their epilogue verdict judged)
+    std::vector<char> absorbed;    // the child's verdict of those
   };
   mutable Scratch scratch;
   // Flat inputs (in_refs[in_start[i] .. in_start[i+1]]) and how each op's constant-ness
@@ -65,7 +70,8 @@ struct GraphFacts {
   std::vector<uint8_t> constant_rule;
 
   // With `known`, an op whose entry is >= 0 and whose constant-ness is `known_constant`'s
-  // takes its cost units from there instead of the model (a successor's unchanged ops).
+  // takes its cost units priced alone (raw_units) from there instead of the model (a
+  // successor's unchanged ops).
   GraphFacts(const Graph& g, const CostModel* model, bool with_hashes = false,
              const std::vector<int64_t>* known = nullptr, const std::vector<char>* known_constant = nullptr)
       : graph(g), hashes(with_hashes) {
@@ -77,11 +83,17 @@ struct GraphFacts {
     }
     constant = constant_ops(g);
     if (model) {
-      op_units.resize(g.num_ops());
+      raw_units.resize(g.num_ops());
       for (int i = 0; i < g.num_ops(); ++i)
-        op_units[i] = known && (*known)[i] >= 0 && (*known_constant)[i] == constant[i]
-                          ? (*known)[i]
-                          : cost_units(model->op_cost_ms(g, i, constant));
+        raw_units[i] = known && (*known)[i] >= 0 && (*known_constant)[i] == constant[i]
+                           ? (*known)[i]
+                           : cost_units(model->op_cost_ms(g, i, constant));
+      op_units = raw_units;
+      if (model->runs_conv_epilogues()) {
+        absorbed = conv_epilogue_ops(g, constant);
+        for (int i = 0; i < g.num_ops(); ++i)
+          if (absorbed[i]) op_units[i] = 0;
+      }
     }
     ops_by_type.resize(kNumOpTypes);
     for (int i = 0; i < g.num_ops(); ++i) ops_by_type[static_cast<int>(g.op(i).type)].push_back(i);

@@ -86,6 +86,10 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   GraphFacts parent(graph, &model);
   int radius = 0;
   for (int r = 0; r < size(); ++r) radius = std::max(radius, near_radius(r));
+  // Where ops can run in a convolution's epilogue, a match's cost delta also depends on
+  // the verdicts of the ops within two hops of it (an activation after a residual Add):
+  // the change then reaches two hops farther (distances within them count as 0).
+  const int slack = parent.absorbed.empty() ? 0 : 2;
   for (const Candidate& c : cands) {  // candidates of another graph or rule set are refused
     if (c.rule_id < 0 || c.rule_id >= size())
       throw ValueError("candidate of rule id " + std::to_string(c.rule_id) + ": no such rule in this rule set");
@@ -111,12 +115,16 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
     std::vector<char> known_constant(child.num_ops(), 0);
     for (int i = 0; i < graph.num_ops(); ++i)
       if (new_id[i] >= 0) {
-        known[new_id[i]] = parent.op_units[i];
+        known[new_id[i]] = parent.raw_units[i];
         known_constant[new_id[i]] = parent.constant[i];
       }
     for (int id : changed) known[id] = -1;
     GraphFacts facts(child, &model, false, &known, &known_constant);
-    std::vector<int> near = hops_from(facts, changed, radius);
+    if (!parent.absorbed.empty())  // kept ops that start or stop running in an epilogue
+      for (int i = 0; i < graph.num_ops(); ++i)
+        if (new_id[i] >= 0 && parent.absorbed[i] != facts.absorbed[new_id[i]]) changed.push_back(new_id[i]);
+    std::vector<int> near = hops_from(facts, changed, radius + slack);
+    for (int& d : near) d = d < 0 ? d : std::max(0, d - slack);
     Successor s;
     s.child_hash = child.hash();
     for (const Candidate& c : enumerate(facts, model, -1, &near))

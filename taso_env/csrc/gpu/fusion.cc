@@ -2,6 +2,7 @@
 #include "fusion.h"
 
 #include "kernels.h"
+#include "taso/epilogue.h"
 
 #include <cstdlib>
 #include <set>
@@ -13,13 +14,12 @@ namespace cuda {
 
 namespace {
 
-// The epilogue code of an activation op the convolution can absorb, or -1.
-int epilogue_activation(const Op& op) {
-  switch (op.type) {
-    case OpType::kRelu: return kActRelu;
-    case OpType::kHardSwish: return kEpilogueHardSwish;
-    case OpType::kClip:
-      return op.attrs.get_float("min") == 0.0 && op.attrs.get_float("max") == 6.0 ? kEpilogueRelu6 : -1;
+// The epilogue code of an activation op the convolution can absorb (taso/epilogue.h), or -1.
+int epilogue_activation_code(const Op& op) {
+  switch (epilogue_activation(op)) {
+    case EpilogueActivation::kRelu: return kActRelu;
+    case EpilogueActivation::kRelu6: return kEpilogueRelu6;
+    case EpilogueActivation::kHardSwish: return kEpilogueHardSwish;
     default: return -1;
   }
 }
@@ -47,16 +47,15 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
   };
   for (int id = 0; id < n; ++id) {
     const Op& conv = graph.op(id);
-    if (conv.type != OpType::kConv2D || !usable(id) || conv.attrs.get_int("activation") != kActNone) continue;
+    if (!conv_takes_epilogue(conv) || !usable(id)) continue;
     const TensorType& y = conv.outputs[0];
-    if (y.dtype != kFloat32) continue;
     auto [reader, slot] = sole_reader(id);
     if (!usable(reader)) continue;
     const Op& r = graph.op(reader);
     ConvFusion f;
     f.conv = id;
     int last = -1, mid = -1;
-    if (int act = epilogue_activation(r); act >= 0) {
+    if (int act = epilogue_activation_code(r); act >= 0) {
       last = reader;
       f.activation = act;
     } else if (r.type == OpType::kAdd) {
@@ -67,10 +66,10 @@ FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed
       last = reader;
       auto [relu, relu_slot] = sole_reader(reader);
       (void)relu_slot;
-      if (usable(relu) && epilogue_activation(graph.op(relu)) >= 0) {
+      if (usable(relu) && epilogue_activation_code(graph.op(relu)) >= 0) {
         mid = reader;
         last = relu;
-        f.activation = epilogue_activation(graph.op(relu));
+        f.activation = epilogue_activation_code(graph.op(relu));
       }
     } else {
       continue;

@@ -1,7 +1,8 @@
-// Epilogue fusion, the executor's decision (invisible to the graph and its cost): a
-// float32 Conv2D without a fused activation whose only reader is an activation (Relu,
-// Clip(0, 6) = ReLU6, HardSwish), an Add of a same-shaped float32 tensor, or such an Add
-// read only by such an activation, runs as one
+// Epilogue fusion, the executor's decision (invisible to the graph; its rule,
+// taso/epilogue.h, is shared with the table cost model, which prices the fused ops at
+// nothing): a float32 Conv2D without a fused activation whose only reader is an
+// activation (Relu, Clip(0, 6) = ReLU6, HardSwish), an Add of a same-shaped float32
+// tensor, or such an Add read only by such an activation, runs as one
 // convolution call that writes the last op's output (cuDNN's conv + bias + residual +
 // ReLU, or the convolution and one epilogue kernel). The intermediate tensors are then
 // never written; nothing reads them (none is a graph output or has another reader).
