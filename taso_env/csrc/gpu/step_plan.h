@@ -2,7 +2,8 @@
 // order (each takes only ops no earlier one took): convolution epilogues (fusion.h),
 // GEMMs with their epilogues (gemm_fusion.h), element-wise chains
 // (elementwise_fusion.h), then strided views (views.h) for the Transposes and constant
-// Gathers whose readers all read strided memory. Invisible to the graph and its cost.
+// Gathers whose readers all read strided memory. Invisible to the graph; of its cost,
+// only the convolution epilogues are known to the table model (taso/epilogue.h).
 #pragma once
 
 #include <map>
