@@ -24,9 +24,14 @@ gains gamma * max(0, best immediate score in c's successor), the successor score
     `detour_rules` rules with the largest positive u_a among the rules that have such
     locations. A rewrite that loses runtime now scores below every improving one, so
     the top-k rarely holds one; M proposes which to try, the engine confirms that the
-    loss is paid back at the next step (squeezenet1_1's 1x1 expand convs enlarged to
-    3x3, -3%, then merged with their 3x3 siblings, +5%; nasrnn's cost-neutral MatMul
-    merges that let three-way merges follow). Greedy takes neither.
+    loss is paid back at the next step (nasrnn's cost-neutral MatMul merges that let
+    three-way merges follow). Greedy takes neither.
+  - a detour whose loss the next rewrite only pays back (break-even over two steps,
+    `follow_detours`) is followed one rewrite further: its successor is built and
+    enumerated, and the successor of that one's best rewrite scored (squeezenet1_1's 1x1
+    expand convolutions enlarged to 3x3, -2%, then merged with their 3x3 siblings, +2%,
+    which only then lets the ReLUs run in the merged convolution's epilogue and the
+    Concat of its Split fold away, +1.4%).
 The agent takes the best-scored action, stop on ties, and never a rewrite back to a graph
 it has left (a detour's undo is improving and would otherwise win next). A rewrite that
 saves runtime always scores above stop (at least 1e-6 x its saving), so the agent stops
@@ -37,7 +42,8 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 `value_weight` is 0 by default: the value C learned in the dream, added to the scores,
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
-two-step proposal. The lookahead's engine calls (k + detours successors per step) are
+two-step proposal. The lookahead's engine calls (k + detours successors per step, a build
+and an enumeration per followed detour) are
 real work at optimisation time, counted in the real-work ledger, never in training.
 With `explore` (collecting new real episodes in iterative training), actions are
 sampled from softmax(score / temperature) instead, and the detours of every rule are
@@ -76,11 +82,19 @@ class LookaheadConfig:
         expand: best-scored candidates looked at one real rewrite further (0 = none).
         detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
+            8 (6 before the tenth session): M ranks squeezenet1_1's enlargement 7th.
         detour_locations: of each such rule, the locations looked at (smallest loss first).
             4: run s7's graphs are the same with 4 as with 8 (docs/learned_agents.md,
             ninth session) for 40% fewer successors; with 2 nasrnn ends lower.
         value_weight: weight of C's centred value of the successor in the scores.
         unlock_rules: next rules M tries after each rule for its two-step return.
+        follow_detours: a looked-at detour that loses more than this (% of the start
+            cost) and that its successor's best rewrite pays back to within this much
+            (neither gains nor loses over the two) is followed one rewrite further: its
+            successor is built and enumerated and the best rewrite's successor scored
+            (0 = never). A break-even pair is what a three-step valley looks like.
+        follow_max: at most this many such detours followed per step (the two-step
+            rewards closest to a gain first).
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
     called: set them before.)
         temperature: of the softmax when exploring.
@@ -90,10 +104,12 @@ class LookaheadConfig:
     step_cost: float = 0.02
     detour_cost: float = 0.25
     expand: int = 4
-    detour_rules: int = 6
+    detour_rules: int = 8
     detour_locations: int = 4
     value_weight: float = 0.0
     unlock_rules: int = 16
+    follow_detours: float = 0.1
+    follow_max: int = 2
     temperature: float = 0.5
 
 
@@ -187,6 +203,7 @@ class ControllerAgent:
             proposal = self.two_step_returns(mu, xfers)
             picks += [k for k in self._detours(proposal, rule_of, rewards) if k not in picks]
         self._child_hash = {}
+        even = []  # break-even detours: (two-step reward, index, successor's best score)
         ahead = successors(self.env.graph, cands, picks, rules=self.env.rules, model=self.env.cost_model)
         for k, after in zip(picks, ahead):
             self._child_hash[k] = after.child_hash
@@ -194,9 +211,33 @@ class ControllerAgent:
                 score[k] = -np.inf
                 continue
             if after.best_delta is not None:  # the immediate score is monotone in the reward
-                best = self._immediate(_rewards([after.best_delta], info["initial_cost"]))[0]
-                score[k] += la.gamma * max(0.0, float(best))
+                best_reward = float(_rewards([after.best_delta], info["initial_cost"])[0])
+                best = float(self._immediate(np.array([best_reward]))[0])
+                margin = la.follow_detours
+                if margin > 0 and rewards[k] < -margin and abs(rewards[k] + best_reward) <= margin:
+                    even.append((rewards[k] + best_reward, k, best))
+                score[k] += la.gamma * max(0.0, best)
+        for _, k, best in sorted(even, reverse=True)[:la.follow_max]:  # the closest to a gain first
+            follow = best + la.gamma * max(0.0, self._follow(cands[k], info["initial_cost"]))
+            score[k] += la.gamma * (max(0.0, follow) - max(0.0, best))
         return actions, score, mu
+
+    def _follow(self, detour, initial_cost: float) -> float:
+        """The best immediate score one rewrite after the best rewrite of `detour`'s
+        successor (its successor built and enumerated): for a detour whose loss the next
+        rewrite only pays back (squeezenet1_1's 1x1 convolution enlarged, then merged with
+        its 3x3 sibling, which only then lets the ReLUs fold into the merged convolution's
+        epilogue and the Concat of its Split away)."""
+        env = self.env
+        child = env.graph.apply(detour, rules=env.rules)
+        cands = child.candidates(rules=env.rules, model=env.cost_model)
+        if not cands:
+            return 0.0
+        k = int(np.argmin([c.cost_delta for c in cands]))
+        after = successors(child, cands, [k], rules=env.rules, model=env.cost_model)[0]
+        if after.best_delta is None or after.child_hash in self.visited:
+            return 0.0
+        return float(self._immediate(_rewards([after.best_delta], initial_cost))[0])
 
     def _detours(self, proposal: np.ndarray, rule_of: np.ndarray, rewards: np.ndarray) -> list[int]:
         """Candidates (indices) worth a real look although they save nothing now: the

@@ -1,6 +1,7 @@
 """Controller parts that need no trained world model: masking, GAE, the lookahead
 scoring of the real agent, the model-free agent, family splits."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -153,3 +154,28 @@ def test_a_learned_detour_is_verified_one_rewrite_further_and_beats_greedy():
     agent.two_step_returns = lambda mu, rules: np.full(len(rules), -1.0)
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
         greedy.metrics["final_cost"], rel=1e-9)
+
+
+def test_a_break_even_detour_is_followed_one_rewrite_further():
+    """Priced as the CUDA executor runs it (the H100 table: a ReLU in its convolution's
+    epilogue costs nothing), squeezenet1_1's enlarge-then-merge only breaks even over two
+    rewrites: the merged convolution's ReLUs read a Split until a third rewrite folds them
+    back. Followed one rewrite further the detour is taken and beats greedy; not
+    followed, the agent stops where greedy does."""
+    from taso_env import rules as rules_module
+    from taso_env.env.episode import run_episode
+    from taso_env.env.policies import GreedyPolicy
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("squeezenet1_1", horizon=40, cost_model="table:h100_fp32")
+    greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
+    enlarge = rules_module.default().names().index("enlarge_conv_1x1_to_3x3")
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    agent.lookahead = type(agent.lookahead)(detour_rules=1)  # the defaults, M proposing one rule
+    agent.two_step_returns = lambda mu, rules: np.where(rules == enlarge, 1.0, -1.0)
+    followed = run_episode(env, agent, 0, record=False)
+    assert followed.metrics["final_cost"] < greedy.metrics["final_cost"] * 0.95
+    assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
+    agent.lookahead = dataclasses.replace(agent.lookahead, follow_detours=0.0)
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
+        greedy.metrics["final_cost"], rel=1e-3)
