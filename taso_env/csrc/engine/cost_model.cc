@@ -38,7 +38,8 @@ std::vector<double> CostModel::op_costs_ms(const Graph& graph) const {
   std::vector<char> absorbed;
   if (runs_conv_epilogues()) absorbed = conv_epilogue_ops(graph, constant);
   std::vector<double> costs(graph.num_ops());
-  for (int i = 0; i < graph.num_ops(); ++i) costs[i] = absorbed.empty() || !absorbed[i] ? op_cost_ms(graph, i, constant) : 0.0;
+  for (int i = 0; i < graph.num_ops(); ++i)
+    costs[i] = absorbed.empty() || !absorbed[i] ? op_cost_ms(graph, i, constant) : 0.0;
   return costs;
 }
 

@@ -2,7 +2,9 @@
 #include "check.h"
 #include "helpers.h"
 #include "taso/cost_model.h"
+#include "taso/epilogue.h"
 #include "taso/errors.h"
+#include "taso/table_cost_model.h"
 
 using namespace taso;
 using namespace testing_helpers;
@@ -83,6 +85,32 @@ TEST(ops_on_weights_only_are_folded_and_free) {
   CHECK_NEAR(model.graph_cost_ms(g), costs[y.op], 1e-12);
   auto constant = constant_ops(g);
   CHECK(!constant[x.op] && constant[w.op] && constant[c] && constant[scaled.op] && !constant[y.op]);
+}
+
+TEST(ops_a_convolution_runs_in_its_epilogue_cost_nothing_in_the_table_model) {
+  // conv -> Add(residual) -> Relu: both run in the convolution's call; a second
+  // convolution read twice keeps its Relu; the analytic model prices every op.
+  Graph g;
+  auto x = source(g, "Input", "x", {1, 8, 14, 14});
+  auto w = source(g, "Weight", "w", {8, 8, 3, 3});
+  auto c = add(g, "Conv2D", {x, w}, ints({{"pads", {1, 1, 1, 1}}}));
+  auto sum = add(g, "Add", {c, x});
+  auto r = add(g, "Relu", {sum});
+  auto c2 = add(g, "Conv2D", {r, w}, ints({{"pads", {1, 1, 1, 1}}}));
+  auto r2 = add(g, "Relu", {c2});
+  auto both = add(g, "Add", {r2, c2});
+  g.add_output(both, "y");
+  std::vector<char> fused = conv_epilogue_ops(g, constant_ops(g));
+  CHECK(fused[sum.op] && fused[r.op]);
+  CHECK(!fused[c.op] && !fused[r2.op] && !fused[both.op] && !fused[c2.op]);
+  TableCostModel table(device_profile("h100"));
+  AnalyticCostModel analytic(device_profile("h100"));
+  auto priced = table.op_costs_ms(g), alone = analytic.op_costs_ms(g);
+  CHECK_EQ(priced[sum.op], 0.0);
+  CHECK_EQ(priced[r.op], 0.0);
+  CHECK(priced[r2.op] > 0 && alone[sum.op] > 0 && alone[r.op] > 0);
+  table.set_fused_epilogues(false);
+  CHECK(table.op_costs_ms(g)[r.op] > 0);
 }
 
 TEST_MAIN()
