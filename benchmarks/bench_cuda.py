@@ -18,7 +18,10 @@ less than 1%, near the measurement noise), each one's estimate and measurement a
 CUDA-graph runtime (measured here with --torch; docs/gpu.md's figure otherwise). With
 `--compare-unfused`, the same for the table pricing every op alone (before the model
 knew which ops the executor runs in a convolution's epilogue): its Spearman over the
-same random rewrites, and its own greedy path measured.
+same random rewrites, and its own greedy path measured. `noise_floor`: the relative
+spread of the original's runtime over `--noise-executors` fresh executors, beside
+`measured_spread`, the candidates' (a Spearman over candidates whose spread is within
+the noise floor ranks noise).
 Then `--leak-iters` end-to-end measurements in one process (a fresh executor every
 `--leak-fresh-every`), GPU memory in use before and after. Prints one JSON line and a markdown table.
 """
@@ -126,6 +129,9 @@ def bench_model(name: str, model, args) -> dict:
         return [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms for x in xs]
 
     meas = measured(graphs)
+    # the noise floor: the original measured again by fresh executors, in the same way
+    again = measured([g] * args.noise_executors)
+    noise = (max(again) - min(again)) / sorted(again)[len(again) // 2] if again else float("nan")
     path = [g] + cost_table.greedy_path(g, args.candidates, model=model)
     path_est = [model.graph_cost(x) for x in path]
     path_meas = measured(path)
@@ -144,6 +150,7 @@ def bench_model(name: str, model, args) -> dict:
            "candidate_est_ms": est, "candidate_measured_ms": meas,
            "est_speedup": r.speedup, "measured_speedup": orig.median_ms / opt.median_ms,
            "est_ms": r.initial_cost, "spearman": spearman(est, meas), "candidates": len(graphs),
+           "measured_spread": (max(meas) - min(meas)) / sorted(meas)[len(meas) // 2], "noise_floor": noise,
            "path_est_ms": path_est, "path_measured_ms": path_meas,
            "spearman_path": spearman(path_est, path_meas) if len(path) > 2 else float("nan"),
            "path_graphs": len(path), "path_est_speedup": path_est[0] / path_est[-1],
@@ -189,6 +196,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dump", default=None, help="append per-candidate estimated / measured ms as JSON lines here")
     parser.add_argument("--torch", action="store_true", help="measure PyTorch side by side")
+    parser.add_argument("--noise-executors", type=int, default=5,
+                        help="measure the original this many more times, each by a fresh executor: the spread "
+                             "of those (noise_floor) against the candidates' (measured_spread) says whether "
+                             "their ranking is measurable at all")
     parser.add_argument("--compare-unfused", action="store_true",
                         help="also rank the random rewrites with the table pricing convolution epilogues alone "
                              "(as before the cost model knew the executor fuses them), and measure that model's "
@@ -236,11 +247,11 @@ def main(argv=None) -> int:
             del row[key]
         print("ROW " + json.dumps(row), file=sys.stderr, flush=True)
         rows.append(row)
+    unfused = ["spearman_unfused", "spearman_path_unfused", "path_unfused_est_speedup",
+               "path_unfused_measured_speedup"] if args.compare_unfused else []
     emit("cuda", rows, ["model", "ops", "measured_ms", "optimised_ms", "est_speedup", "measured_speedup",
-                        "spearman", "candidates", "spearman_path", "path_graphs", "path_est_speedup",
-                        "path_measured_speedup"] + (["spearman_unfused", "spearman_path_unfused",
-                                                     "path_unfused_est_speedup", "path_unfused_measured_speedup"]
-                                                    if args.compare_unfused else []) + ["table_miss_rate",
+                        "spearman", "candidates", "measured_spread", "noise_floor", "spearman_path", "path_graphs",
+                        "path_est_speedup", "path_measured_speedup", *unfused, "table_miss_rate",
                         "pytorch_here_ms", "vs_pytorch", "pytorch_ref_ms", "pytorch_ref"],
          device=cb.device_info(), math=args.math, cost_model=model.name, budget=args.budget, leak=leak)
     if leak:
