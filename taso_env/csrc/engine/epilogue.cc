@@ -1,4 +1,4 @@
-// The convolution epilogue rule (see taso/epilogue.h).
+// The epilogue rule: what a convolution or GEMM runs in its epilogue (see taso/epilogue.h).
 #include "taso/epilogue.h"
 
 #include <set>
