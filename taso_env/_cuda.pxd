@@ -75,7 +75,7 @@ cdef extern from "executor.h" namespace "taso::cuda":
         int num_steps()
         size_t arena_bytes()
         int fused_ops()
-        const vector[int]& epilogue_ops()
+        const vector[int]& conv_epilogue_ops()
         const map[int, OpPlan]& conv_choices()
 
 

@@ -157,9 +157,9 @@ cdef class GpuExecutor:
         return self._get().fused_ops()
 
     @property
-    def epilogue_ops(self):
-        """Op ids run in a convolution's epilogue or as a GEMM's bias (taso/epilogue.h)."""
-        return list(self._get().epilogue_ops())
+    def conv_epilogue_ops(self):
+        """Op ids run in a convolution's epilogue (csrc/gpu/fusion.h)."""
+        return list(self._get().conv_epilogue_ops())
 
     def conv_choices(self):
         """{conv op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each

@@ -97,36 +97,3 @@ CONV_EPILOGUE_OPS = {"relu": ["Relu"], "relu6": ["Clip"], "add_hardswish": ["Add
                      "clip_not_relu6": [], "add": ["Add"], "add_swapped_relu": ["Add", "Relu"],
                      "add_relu": ["Add", "Relu"], "two_convs_add_relu": ["Add", "Relu"], "conv_read_twice": [],
                      "relu_is_output": ["Add"], "broadcast_add": [], "asym_pads_strided": ["Add", "Relu"]}
-
-
-def gemm_bias_graph(pattern: str) -> te.Graph:
-    """A MatMul "m" and what reads it, by `pattern` (GEMM_BIAS_OPS): the cases of the GEMM
-    bias rule (taso/epilogue.h) that fuse and those that must not."""
-    b = te.GraphBuilder(f"gemm_{pattern}", seed=0)
-    x = b.input("x", [2, 16, 32])
-    w = b.weight("w", [32, 24])
-    bias = b.weight("bias", [24])
-    y = b.op("MatMul", [x, w], name="m")
-    if pattern == "bias":
-        y = b.add(y, bias)
-    elif pattern == "bias_first":  # bias + x @ w
-        y = b.add(bias, y)
-    elif pattern == "bias_relu":  # the Relu stays: a GEMM takes no activation after its bias
-        y = b.relu(b.add(y, bias))
-    elif pattern == "full_add":  # not a bias vector: a residual (priced alone)
-        y = b.add(y, b.input("r", [2, 16, 24]))
-    elif pattern == "read_twice":
-        y = b.add(b.add(y, bias), y)
-    elif pattern == "after_split":  # the merged projections' biases read a Split
-        parts = b.op("Split", [y], axis=2, split=[12, 12])
-        y = b.op("Concat", [b.add(parts[0], b.weight("b0", [12])), b.add(parts[1], b.weight("b1", [12]))], axis=2)
-    elif pattern == "relu_matmul":  # a MatMul with its own ReLU takes no bias epilogue
-        y = b.add(b.op("MatMul", [x, w], activation=1, name="mr"), bias)
-    b.output(y, "y")
-    return b.build()
-
-
-# pattern -> the types of the ops run as the MatMul's bias epilogue
-GEMM_BIAS_OPS = {"bias": ["Add"], "bias_first": ["Add"], "bias_relu": ["Add"], "full_add": [], "read_twice": [],
-                 "after_split": [], "relu_matmul": []}
-

@@ -273,11 +273,10 @@ class Executor:
         return self._ex.fused_ops
 
     @property
-    def epilogue_ops(self) -> list[int]:
-        """Op ids run in a convolution's epilogue or as a GEMM's bias: the ops the table
-        cost model prices at nothing (taso/epilogue.h) unless a tuning plan keeps their
-        convolution unfused."""
-        return self._ex.epilogue_ops
+    def conv_epilogue_ops(self) -> list[int]:
+        """Op ids run in a convolution's epilogue: the ops the table cost model prices
+        at nothing (taso/epilogue.h) unless a tuning plan keeps their convolution unfused."""
+        return self._ex.conv_epilogue_ops
 
     def conv_choices(self) -> dict[int, dict[str, int]]:
         """{Conv2D op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each

@@ -8,7 +8,7 @@
 // where an input's hash changes. Both are propagated from the replaced tensors through
 // their consumers in op-id (= topological) order, touching only the affected ops.
 //
-// Where the model runs epilogues (taso/epilogue.h), whether an op runs in
+// Where the model runs convolution epilogues (taso/epilogue.h), whether an op runs in
 // one depends on its producers and on how many ops read them, so a kept op near the
 // rewrite can start or stop costing nothing: the kept Adds and activations that read a
 // replaced tensor, a tensor a removed or target op read, or an op whose constant-ness
@@ -33,7 +33,7 @@ struct TensorKey {
 // The child graph as the epilogue rule sees it, without building it: a tensor is an
 // output of a kept op or of a target op. judge() decides, for the target ops and for
 // the kept ops whose verdict can change (added to `recost`), whether they run in a
-// convolution's or GEMM's epilogue in the child (target_absorbed; the scratch's marks).
+// convolution's epilogue in the child (target_absorbed; the scratch's absorbed marks).
 struct EpilogueChild {
   struct Tensor {
     bool target;
@@ -52,7 +52,6 @@ struct EpilogueChild {
   uint32_t gen;
   const std::vector<std::vector<TensorType>>& target_types;
   std::vector<char>& target_absorbed;
-  mutable std::vector<TensorType> feed_types[2] = {};
 
   bool removed_op(int id) const { return std::binary_search(removed.begin(), removed.end(), id); }
   Tensor of_ref(const Ref& r) const {
@@ -74,8 +73,7 @@ struct EpilogueChild {
   bool constant(int id) const {
     return f.scratch.changed[id] == gen ? f.scratch.constant[id] : f.constant[id];
   }
-  // The feed of input `slot` (its producer's input types kept in feed_types[slot]).
-  EpilogueFeed feed(const Tensor& t, int slot) const {
+  EpilogueFeed feed(const Tensor& t) const {
     EpilogueFeed out;
     if (t.index != 0 || t.op < 0) return out;
     if (!t.target) {
@@ -93,14 +91,10 @@ struct EpilogueChild {
         for (const Ref& r : po.inputs) out.uses += of_ref(r) == t;
     if (t.target) {
       out.op = &plan.ops[t.op].op;
-      out.op_inputs = &target_types[t.op];
       out.constant = plan.ops[t.op].constant;
       out.absorbed = target_absorbed[t.op];
     } else {
       out.op = &g.ops()[t.op];
-      feed_types[slot].clear();
-      for (const TensorRef& r : out.op->inputs) feed_types[slot].push_back(g.tensor_type(r));
-      out.op_inputs = &feed_types[slot];
       out.constant = constant(t.op);
       out.absorbed = f.scratch.recost[t.op] == gen ? f.scratch.absorbed[t.op] : f.absorbed[t.op];
     }
@@ -147,8 +141,8 @@ struct EpilogueChild {
         const PlannedOp& po = plan.ops[i];
         if (!po.present || po.constant || (po.op.type == OpType::kAdd) != (pass == 0)) continue;
         feeds[0] = feeds[1] = EpilogueFeed{};
-        for (size_t k = 0; k < po.inputs.size() && k < 2; ++k) feeds[k] = feed(of_ref(po.inputs[k]), static_cast<int>(k));
-        target_absorbed[i] = runs_in_epilogue(po.op, target_types[i], feeds);
+        for (size_t k = 0; k < po.inputs.size() && k < 2; ++k) feeds[k] = feed(of_ref(po.inputs[k]));
+        target_absorbed[i] = runs_in_conv_epilogue(po.op, target_types[i], feeds);
       }
       std::vector<TensorType> in;
       for (int id : recost) {
@@ -160,9 +154,9 @@ struct EpilogueChild {
         in.clear();
         for (size_t k = 0; k < op.inputs.size(); ++k) {
           in.push_back(g.tensor_type(op.inputs[k]));
-          if (k < 2) feeds[k] = feed(resolve(op.inputs[k]), static_cast<int>(k));
+          if (k < 2) feeds[k] = feed(resolve(op.inputs[k]));
         }
-        f.scratch.absorbed[id] = runs_in_epilogue(op, in, feeds);
+        f.scratch.absorbed[id] = runs_in_conv_epilogue(op, in, feeds);
       }
     }
   }

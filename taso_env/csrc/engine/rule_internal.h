@@ -44,7 +44,7 @@ struct GraphFacts {
   std::vector<char> constant;
   std::vector<int64_t> raw_units;  // each op's cost priced alone (0 for constant and source ops)
   std::vector<int64_t> op_units;   // what it costs in the graph: 0 where it runs in an epilogue
-  std::vector<char> absorbed;      // per op: its EpilogueKind (empty: the model runs no epilogues)
+  std::vector<char> absorbed;      // per op: runs in a convolution's epilogue (empty: the model has none)
   std::vector<std::vector<int>> ops_by_type;
   bool hashes = false;
   std::vector<uint64_t> local_hash, merkle;
@@ -89,8 +89,8 @@ struct GraphFacts {
                            ? (*known)[i]
                            : cost_units(model->op_cost_ms(g, i, constant));
       op_units = raw_units;
-      if (model->runs_epilogues()) {
-        absorbed = epilogue_ops(g, constant);
+      if (model->runs_conv_epilogues()) {
+        absorbed = conv_epilogue_ops(g, constant);
         for (int i = 0; i < g.num_ops(); ++i)
           if (absorbed[i]) op_units[i] = 0;
       }

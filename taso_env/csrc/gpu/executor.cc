@@ -210,13 +210,10 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
                                    res_->float_dtype);
   const ViewPlan& views = *plan.views;
   fused_ops_ = plan.fused_ops;
-  epilogue_ops_.clear();
-  std::vector<char> bias_add(n_ops, 0);
-  for (const GemmFusion& f : plan.gemms.fusions)
-    if (f.bias_add >= 0) bias_add[f.bias_add] = 1;
-  for (int id = 0; id < n_ops; ++id)  // a conv step's op (an activation or Add), a residual Add before it, a GEMM's bias
-    if (plan.convs.at[id].conv >= 0 || (plan.convs.skip[id] && graph_.op(id).type != OpType::kConv2D) || bias_add[id])
-      epilogue_ops_.push_back(id);
+  conv_epilogue_ops_.clear();
+  for (int id = 0; id < n_ops; ++id)  // the step's op (an activation or Add) and a residual Add before it
+    if (plan.convs.at[id].conv >= 0 || (plan.convs.skip[id] && graph_.op(id).type != OpType::kConv2D))
+      conv_epilogue_ops_.push_back(id);
   // With fusion, in-place Concats' inputs are written into their slices of its buffer,
   // contiguous Split parts are slices of their input's buffer, and the aliases of either
   // (Reshapes after them) follow.

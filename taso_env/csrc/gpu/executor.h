@@ -113,10 +113,9 @@ class Executor {
   int num_steps() const { return static_cast<int>(steps_.size()); }
   // Ops folded into a convolution's epilogue by the executor (fusion.h).
   int fused_ops() const { return fused_ops_; }
-  // Ops run in a convolution's epilogue (fusion.h) or as a GEMM's bias (gemm_fusion.h):
-  // the ops taso/epilogue.h's rule names unless a tuning plan keeps a convolution
-  // unfused, in op-id order.
-  const std::vector<int>& epilogue_ops() const { return epilogue_ops_; }
+  // Ops run in a convolution's epilogue (fusion.h; the ops taso/epilogue.h's rule names
+  // unless a tuning plan keeps a convolution unfused), in op-id order.
+  const std::vector<int>& conv_epilogue_ops() const { return conv_epilogue_ops_; }
   // Conv2D op id -> the cuDNN choice its step runs (algorithm, math type, fused call).
   const std::map<int, OpPlan>& conv_choices() const { return res_->chosen; }
   size_t arena_bytes() const { return arena_.bytes(); }
@@ -148,7 +147,7 @@ class Executor {
   std::vector<Step> steps_;
   bool constants_dirty_ = true;
   int fused_ops_ = 0;
-  std::vector<int> epilogue_ops_;
+  std::vector<int> conv_epilogue_ops_;
   cudaGraph_t cuda_graph_ = nullptr;
   cudaGraphExec_t cuda_graph_exec_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;

@@ -8,7 +8,6 @@
 #include "gemm_lt.h"
 #include "kernels.h"
 #include "library_util.h"
-#include "taso/epilogue.h"
 
 namespace taso {
 namespace cuda {
@@ -19,6 +18,12 @@ std::vector<int64_t> batch_dims(const std::vector<int64_t>& shape, size_t rank) 
   std::vector<int64_t> b(rank - 2, 1);
   for (size_t i = 0; i + 2 < shape.size(); ++i) b[rank - shape.size() + i] = shape[i];
   return b;
+}
+
+// A [N] or [1, ..., 1, N] tensor: a bias along the last dim of a [..., N] result.
+bool is_row_vector(const std::vector<int64_t>& s, int64_t n) {
+  if (s.empty() || s.back() != n) return false;
+  return prod(s) == n;
 }
 
 // MatMul / Gemm configurations this planner runs through cuBLASLt: float32, operands of
@@ -115,7 +120,6 @@ GemmPlan plan_gemm_fusions(const Graph& graph, const std::vector<char>& usable, 
         if (ot.dtype == kFloat32 && add.outputs[0] == y && other.op != id && is_row_vector(ot.shape, y.shape.back())) {
           f.has_bias = true;
           f.bias = other;
-          f.bias_add = reader;
           f.folded.push_back(reader);
           f.at = reader;
         }

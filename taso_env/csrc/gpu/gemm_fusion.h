@@ -1,5 +1,4 @@
-// GEMM epilogue fusion, the executor's decision (invisible to the graph; of its cost, the
-// table model knows the bias Adds, by taso/epilogue.h's rule):
+// GEMM epilogue fusion, the executor's decision (invisible to the graph and its cost):
 // a float32 MatMul or Gemm runs as one cuBLASLt call (gemm_lt.h) that
 //  - reads its operands through strided views (views.h): the Transposes and Reshapes
 //    that split attention heads need no copy;
@@ -33,7 +32,6 @@ struct GemmFusion {
   int at = -1;             // the op whose position and output buffer the step takes
   bool has_bias = false;
   TensorRef bias;
-  int bias_add = -1;       // the Add of the bias vector folded in (taso/epilogue.h's kGemmBias), if any
   bool has_residual = false;
   TensorRef residual;
   int out_transpose = -1;  // the Transpose the GEMM writes through (then at == it)

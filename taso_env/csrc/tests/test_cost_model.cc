@@ -100,7 +100,7 @@ TEST(ops_a_convolution_runs_in_its_epilogue_cost_nothing_in_the_table_model) {
   auto r2 = add(g, "Relu", {c2});
   auto both = add(g, "Add", {r2, c2});
   g.add_output(both, "y");
-  std::vector<char> fused = epilogue_ops(g, constant_ops(g));
+  std::vector<char> fused = conv_epilogue_ops(g, constant_ops(g));
   CHECK(fused[sum.op] && fused[r.op]);
   CHECK(!fused[c.op] && !fused[r2.op] && !fused[both.op] && !fused[c2.op]);
   TableCostModel table(device_profile("h100"));
