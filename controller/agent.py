@@ -42,9 +42,9 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 `value_weight` is 0 by default: the value C learned in the dream, added to the scores,
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
-two-step proposal. The lookahead's engine calls (k + detours successors per step, a build
-and an enumeration per followed detour) are
-real work at optimisation time, counted in the real-work ledger, never in training.
+two-step proposal. The lookahead's engine calls (k + detours successors per step, and a
+build, an enumeration and a successor per followed detour) are real work at
+optimisation time, counted in the real-work ledger, never in training.
 With `explore` (collecting new real episodes in iterative training), actions are
 sampled from softmax(score / temperature) instead, and the detours of every rule are
 looked at, not only those M ranks first: the episodes then hold the detours that pay,
