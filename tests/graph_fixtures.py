@@ -97,3 +97,12 @@ CONV_EPILOGUE_OPS = {"relu": ["Relu"], "relu6": ["Clip"], "add_hardswish": ["Add
                      "clip_not_relu6": [], "add": ["Add"], "add_swapped_relu": ["Add", "Relu"],
                      "add_relu": ["Add", "Relu"], "two_convs_add_relu": ["Add", "Relu"], "conv_read_twice": [],
                      "relu_is_output": ["Add"], "broadcast_add": [], "asym_pads_strided": ["Add", "Relu"]}
+
+
+def epilogue_free_ops(graph: te.Graph, fused, alone) -> tuple[list[int], list[float], list[float]]:
+    """(ops `fused`, a table model, prices at nothing that `alone`, the same table pricing
+    every op alone, charges: the ops it deems run in a convolution's epilogue
+    (taso/epilogue.h); each model's per-op costs)."""
+    fused_costs, alone_costs = fused.op_costs(graph), alone.op_costs(graph)
+    free = [i for i, (a, b) in enumerate(zip(fused_costs, alone_costs)) if a == 0 and b > 0]
+    return free, fused_costs, alone_costs

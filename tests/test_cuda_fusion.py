@@ -12,7 +12,7 @@ import taso_env as te
 from taso_env.engine import reference
 
 pytest.importorskip("taso_env._cuda", reason="the CUDA backend is not built here")
-from graph_fixtures import CONV_EPILOGUE_PATTERNS, conv_epilogue_graph  # noqa: E402
+from graph_fixtures import CONV_EPILOGUE_PATTERNS, conv_epilogue_graph, epilogue_free_ops  # noqa: E402
 
 from taso_env.gpu import cuda_backend as cb  # noqa: E402
 
@@ -83,9 +83,7 @@ def test_the_table_prices_at_nothing_exactly_the_ops_the_executor_runs_in_epilog
     monkeypatch.setenv("RLFLOW_FUSE", "1")
     g = te.load_onnx(str(shipped_data.models()[model]))
     table = shipped_data.cost_tables()["h100_fp32"]
-    fused = TableCostModel(table).op_costs(g)
-    alone = TableCostModel(table, fused_epilogues=False).op_costs(g)
-    free = [i for i, (a, b) in enumerate(zip(fused, alone)) if a == 0 and b > 0]
+    free, _, _ = epilogue_free_ops(g, TableCostModel(table), TableCostModel(table, fused_epilogues=False))
     with cb.Executor(g) as ex:
         assert ex.conv_epilogue_ops == free
     assert free

@@ -7,7 +7,7 @@ that the executor fuses exactly these ops)."""
 import random
 
 import pytest
-from graph_fixtures import CONV_EPILOGUE_OPS, CONV_EPILOGUE_PATTERNS, conv_epilogue_graph
+from graph_fixtures import CONV_EPILOGUE_OPS, CONV_EPILOGUE_PATTERNS, conv_epilogue_graph, epilogue_free_ops
 
 import taso_env as te
 from taso_env import shipped_data
@@ -21,16 +21,11 @@ def models():
     return TableCostModel(TABLE), TableCostModel(TABLE, fused_epilogues=False)
 
 
-def _free_ops(g, models):
-    fused, alone = (m.op_costs(g) for m in models)
-    return [i for i, (a, b) in enumerate(zip(fused, alone)) if a == 0 and b > 0], fused, alone
-
-
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("pattern", CONV_EPILOGUE_PATTERNS)
 def test_the_ops_a_convolution_runs_in_its_epilogue_cost_nothing(pattern, bias, models):
     g = conv_epilogue_graph(pattern, bias)
-    free, fused, alone = _free_ops(g, models)
+    free, fused, alone = epilogue_free_ops(g, *models)
     assert sorted(g.ops[i].type for i in free) == sorted(CONV_EPILOGUE_OPS[pattern])
     assert all(fused[i] == alone[i] for i in range(g.num_ops) if i not in free)
     assert models[0].graph_cost(g) == pytest.approx(sum(fused))

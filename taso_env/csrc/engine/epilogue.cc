@@ -49,11 +49,15 @@ bool runs_in_conv_epilogue(const Op& x, const std::vector<TensorType>& input_typ
 }
 
 std::vector<char> conv_epilogue_ops(const Graph& graph, const std::vector<char>& constant) {
+  return conv_epilogue_ops(graph, constant, graph.consumers());
+}
+
+std::vector<char> conv_epilogue_ops(const Graph& graph, const std::vector<char>& constant,
+                                    const std::vector<std::vector<std::vector<std::pair<int, int>>>>& consumers) {
   const int n = graph.num_ops();
   std::vector<char> absorbed(n, 0);
   std::set<std::pair<int, int>> outputs;
   for (const TensorRef& r : graph.outputs()) outputs.insert({r.op, r.index});
-  const auto consumers = graph.consumers();
   std::vector<TensorType> in;
   for (int id = 0; id < n; ++id) {  // op ids are a topological order: an Add before its readers
     const Op& x = graph.op(id);

@@ -30,6 +30,12 @@ struct TensorKey {
   bool constant = false;
 };
 
+// Whether kept op `id` is constant in the child (its constant-ness is propagated in this
+// generation's scratch marks where it changed).
+bool constant_in_child(const GraphFacts& f, int id, uint32_t gen) {
+  return f.scratch.changed[id] == gen ? f.scratch.constant[id] : f.constant[id];
+}
+
 // The child graph as the epilogue rule sees it, without building it: a tensor is an
 // output of a kept op or of a target op. judge() decides, for the target ops and for
 // the kept ops whose verdict can change (added to `recost`), whether they run in a
@@ -70,9 +76,6 @@ struct EpilogueChild {
     for (const auto& use : f.consumers[t.op][t.index]) n += !removed_op(use.first);
     return n;
   }
-  bool constant(int id) const {
-    return f.scratch.changed[id] == gen ? f.scratch.constant[id] : f.constant[id];
-  }
   EpilogueFeed feed(const Tensor& t) const {
     EpilogueFeed out;
     if (t.index != 0 || t.op < 0) return out;
@@ -95,7 +98,7 @@ struct EpilogueChild {
       out.absorbed = target_absorbed[t.op];
     } else {
       out.op = &g.ops()[t.op];
-      out.constant = constant(t.op);
+      out.constant = constant_in_child(f, t.op, gen);
       out.absorbed = f.scratch.recost[t.op] == gen ? f.scratch.absorbed[t.op] : f.absorbed[t.op];
     }
     return out;
@@ -149,7 +152,7 @@ struct EpilogueChild {
         const Op& op = g.ops()[id];
         if ((op.type == OpType::kAdd) != (pass == 0)) continue;
         f.scratch.absorbed[id] = 0;
-        if (constant(id)) continue;
+        if (constant_in_child(f, id, gen)) continue;
         feeds[0] = feeds[1] = EpilogueFeed{};
         in.clear();
         for (size_t k = 0; k < op.inputs.size(); ++k) {
@@ -288,7 +291,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     if (plan.ops[i].present && !target_absorbed[i]) e.cost_units += target_units[i];
   for (int id : recost) {
     const Op& op = g.ops()[id];
-    bool constant = s.changed[id] == gen ? static_cast<bool>(s.constant[id]) : static_cast<bool>(f.constant[id]);
+    const bool constant = constant_in_child(f, id, gen);
     int64_t now = f.raw_units[id];
     if (constant != static_cast<bool>(f.constant[id])) {
       now = 0;

@@ -90,7 +90,7 @@ struct GraphFacts {
                            : cost_units(model->op_cost_ms(g, i, constant));
       op_units = raw_units;
       if (model->runs_conv_epilogues()) {
-        absorbed = conv_epilogue_ops(g, constant);
+        absorbed = conv_epilogue_ops(g, constant, consumers);
         for (int i = 0; i < g.num_ops(); ++i)
           if (absorbed[i]) op_units[i] = 0;
       }

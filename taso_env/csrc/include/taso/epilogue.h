@@ -42,5 +42,8 @@ bool runs_in_conv_epilogue(const Op& x, const std::vector<TensorType>& input_typ
 
 // Per op of `graph`: 1 when it runs in a convolution's epilogue (given which ops are constant).
 std::vector<char> conv_epilogue_ops(const Graph& graph, const std::vector<char>& constant);
+// The same, with the graph's readers (Graph::consumers()) already at hand.
+std::vector<char> conv_epilogue_ops(const Graph& graph, const std::vector<char>& constant,
+                                    const std::vector<std::vector<std::vector<std::pair<int, int>>>>& consumers);
 
 }  // namespace taso
