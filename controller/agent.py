@@ -20,12 +20,14 @@ Then the real engine looks one rewrite further for two sets of candidates — c'
 gains gamma * max(0, best immediate score in c's successor), the successor scored by
 `taso_env.engine.search.successors` (only its matches near the rewrite enumerated):
   - the `expand` best-scored candidates;
-  - detours: the non-improving locations (`detour_locations`, smallest loss first) of the
-    `detour_rules` rules with the largest positive u_a among the rules that have such
-    locations. A rewrite that loses runtime now scores below every improving one, so
-    the top-k rarely holds one; M proposes which to try, the engine confirms that the
-    loss is paid back at the next step (nasrnn's cost-neutral MatMul merges that let
-    three-way merges follow). Greedy takes neither.
+  - at a local optimum of the real rewards (no rewrite saves runtime;
+    `detours_at_optimum_only`), detours: the non-improving locations
+    (`detour_locations`, smallest loss first) of the `detour_rules` rules with the
+    largest positive u_a among the rules that have such locations. A rewrite that
+    loses runtime now scores below every improving one, so the top-k rarely holds one;
+    M proposes which to try, the engine confirms that the loss is paid back at the next
+    step (nasrnn's cost-neutral MatMul merges that let three-way merges follow). Greedy
+    takes neither.
   - a detour whose loss the next rewrite only pays back (break-even over two steps,
     `follow_detours`) is followed one rewrite further: its successor is built and
     enumerated, and the successor of that one's best rewrite scored (squeezenet1_1's 1x1
@@ -42,7 +44,9 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 `value_weight` is 0 by default: the value C learned in the dream, added to the scores,
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
-two-step proposal. The lookahead's engine calls (k + detours successors per step, and a
+two-step proposal. While some rewrite saves runtime the agent takes, of the improving
+ones, the best by its reward and its successor's (`expand`); V and M only track the
+episode then. The lookahead's engine calls (k + detours successors per step, and a
 build, an enumeration and a successor per followed detour) are real work at
 optimisation time, counted in the real-work ledger, never in training.
 With `explore` (collecting new real episodes in iterative training), actions are
@@ -95,6 +99,11 @@ class LookaheadConfig:
             (0 = never). A break-even pair is what a three-step valley looks like.
         follow_max: at most this many such detours followed per step (the two-step
             rewards closest to a gain first).
+        detours_at_optimum_only: detours (and their follows) are looked at only where no
+            rewrite saves runtime, i.e. at a local optimum of the real rewards; elsewhere
+            only the `expand` best. On run s10's ten evaluation graphs the same graphs
+            as looking at detours at every step, in a third to a fifth of the time
+            (docs/learned_agents.md, eleventh session). Not when exploring.
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
     called: set them before.)
         temperature: of the softmax when exploring.
@@ -110,6 +119,7 @@ class LookaheadConfig:
     unlock_rules: int = 16
     follow_detours: float = 0.1
     follow_max: int = 2
+    detours_at_optimum_only: bool = True
     temperature: float = 0.5
 
 
@@ -126,13 +136,14 @@ class ControllerAgent:
         self.explore = (not greedy) if explore is None else explore
         self.state = None
         self.visited: set[int] = set()  # hashes of the graphs this episode went through
-        self._child_hash: dict[int, int] = {}  # candidate index -> hash of its graph (looked-at ones)
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
         self._encode = tf.function(vae.encode, input_signature=[graphs_tuple_signature()])
         signature = [tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([None], tf.int32),
                      tf.TensorSpec([1, h], tf.float32), tf.TensorSpec([1, h], tf.float32)]
         self._future = tf.function(self._future_py, input_signature=signature)
+        self._step = tf.function(self._step_py, input_signature=[
+            tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([1], tf.int32), signature[2], signature[3]])
         self._two_step = tf.function(self._two_step_py, input_signature=signature)
 
     def _two_step_py(self, mu, xfers, hidden, cell):
@@ -147,6 +158,10 @@ class ControllerAgent:
         best_next = tf.reduce_max(tf.reshape(out2.reward, [n, k]), axis=1)
         return out.reward + self.lookahead.gamma * tf.maximum(best_next, 0.0)
 
+    def _step_py(self, mu, xfer, hidden, cell):
+        _, state = self.mdnrnn.step(mu, xfer, snt.LSTMState(hidden=hidden, cell=cell))
+        return state.hidden, state.cell
+
     def two_step_returns(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:
         """M's predicted return of rule a then the best next rule (reward units, as the
         real rewards): r_a + gamma * max(0, max_b r_b | after a), for each a in `xfers`."""
@@ -160,6 +175,7 @@ class ControllerAgent:
         state = self.mdnrnn.initial_state(1)
         self._future(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
         self._two_step(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
+        self._step(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
 
     def _future_py(self, mu, xfers, hidden, cell):
         n = tf.shape(xfers)[0]
@@ -199,14 +215,13 @@ class ControllerAgent:
         # say, it scores above stop (so the agent never stops short of a local optimum).
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
         picks = list(np.argsort(-score, kind="stable")[:la.expand])
-        if la.detour_rules > 0:
+        stuck = not (rewards > 0).any()
+        if la.detour_rules > 0 and (stuck or self.explore or not la.detours_at_optimum_only):
             proposal = self.two_step_returns(mu, xfers)
             picks += [k for k in self._detours(proposal, rule_of, rewards) if k not in picks]
-        self._child_hash = {}
         even = []  # break-even detours: (two-step reward, index, successor's best score)
         ahead = successors(self.env.graph, cands, picks, rules=self.env.rules, model=self.env.cost_model)
         for k, after in zip(picks, ahead):
-            self._child_hash[k] = after.child_hash
             if after.child_hash in self.visited:  # a detour's undo: never walk in circles
                 score[k] = -np.inf
                 continue
@@ -268,7 +283,8 @@ class ControllerAgent:
         if info["step"] == 0 or self.state is None:
             self.state = self.mdnrnn.initial_state(1)
             self.trace = []
-            self.visited = {self.env.graph.hash()}
+            self.visited = set()
+        self.visited.add(self.env.graph.hash())  # the graph the last rewrite led to
         stop = len(info["xfer_mask"]) - 1
         actions, score, mu = self.scores(obs, info)
         actions.insert(0, (stop, 0))  # first, so that it wins ties
@@ -281,9 +297,6 @@ class ControllerAgent:
         xfer, loc = actions[k]
         self.trace.append((int(info["step"]), xfer, loc, float(score[k])))
         if xfer != stop:
-            child = self._child_hash.get(k - 1)
-            if child is None:
-                child = self.env.graph.apply(self.env.candidates(xfer)[loc], rules=self.env.rules).hash()
-            self.visited.add(child)
-            _, self.state = self.mdnrnn.step(mu, tf.constant([xfer], tf.int32), self.state)
+            hidden, cell = self._step(mu, tf.constant([xfer], tf.int32), self.state.hidden, self.state.cell)
+            self.state = snt.LSTMState(hidden=hidden, cell=cell)
         return np.array([xfer, loc])

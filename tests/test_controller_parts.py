@@ -144,9 +144,17 @@ def test_a_learned_detour_is_verified_one_rewrite_further_and_beats_greedy():
     enlarge = rules_module.default().names().index("enlarge_conv_1x1_to_3x3")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     agent.lookahead = type(agent.lookahead)(gamma=1.0, step_cost=0.0, expand=4, detour_rules=1, detour_locations=8)
-    agent.two_step_returns = lambda mu, rules: np.where(rules == enlarge, 1.0, -1.0)
+    asked_where = []  # the best saving on offer whenever M is asked for detours
+
+    def proposal(mu, rules):
+        asked_where.append(max(-c.cost_delta for x in rules for c in agent.env.candidates(int(x))))
+        return np.where(rules == enlarge, 1.0, -1.0)
+
+    agent.two_step_returns = proposal
     mine = run_episode(env, agent, 0, record=False)
     assert mine.metrics["final_cost"] < greedy.metrics["final_cost"] * (1 - 1e-3)
+    # Detours are looked for only at local optima of the real rewards (nothing saves).
+    assert asked_where and max(asked_where) <= 0.0
     taken = [xfer for _, xfer, _, _ in agent.trace]
     assert enlarge in taken
     assert len(agent.visited) == len(taken)  # start + one new graph per rewrite (the last action is stop)
