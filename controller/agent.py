@@ -1,10 +1,12 @@
 """The trained controller acting on the real environment: a lookahead over (rule,
 location) candidates, guided by the world model and verified by the real engine.
 
-At each real step, V encodes the real observation (z = mu) and h is M's state (reset at
-every episode start). For every candidate rewrite c = (rule a, location l) the real
-engine already gives its cost delta, i.e. its immediate reward r(c) exactly. Learned
-terms (M and the controller C):
+Where the learned terms are needed, V encodes the real graph (z = mu) and M starts from
+its initial state h0, as at an episode's start: M is asked where a rule leads from this
+graph, not from the episode's history (on run s10's ten evaluation graphs the same
+graphs as with M tracking every step of the episode, in about half the time). For every
+candidate rewrite c = (rule a, location l) the real engine already gives its cost delta,
+i.e. its immediate reward r(c) exactly. Learned terms (M and the controller C):
 
     f_a         = gamma * (1 - d_a) * V_C([z'_a, h'_a])     C's value of where rule a leads
                   (z'_a, h'_a: M's predicted next state; d_a: M's done probability)
@@ -134,7 +136,6 @@ class ControllerAgent:
         self.env = env.unwrapped
         self.lookahead = lookahead or LookaheadConfig()
         self.explore = (not greedy) if explore is None else explore
-        self.state = None
         self.visited: set[int] = set()  # hashes of the graphs this episode went through
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
@@ -142,8 +143,7 @@ class ControllerAgent:
         signature = [tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([None], tf.int32),
                      tf.TensorSpec([1, h], tf.float32), tf.TensorSpec([1, h], tf.float32)]
         self._future = tf.function(self._future_py, input_signature=signature)
-        self._step = tf.function(self._step_py, input_signature=[
-            tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([1], tf.int32), signature[2], signature[3]])
+        self._h0 = mdnrnn.initial_state(1)
         self._two_step = tf.function(self._two_step_py, input_signature=signature)
 
     def _two_step_py(self, mu, xfers, hidden, cell):
@@ -158,14 +158,10 @@ class ControllerAgent:
         best_next = tf.reduce_max(tf.reshape(out2.reward, [n, k]), axis=1)
         return out.reward + self.lookahead.gamma * tf.maximum(best_next, 0.0)
 
-    def _step_py(self, mu, xfer, hidden, cell):
-        _, state = self.mdnrnn.step(mu, xfer, snt.LSTMState(hidden=hidden, cell=cell))
-        return state.hidden, state.cell
-
     def two_step_returns(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:
         """M's predicted return of rule a then the best next rule (reward units, as the
         real rewards): r_a + gamma * max(0, max_b r_b | after a), for each a in `xfers`."""
-        return self._two_step(mu, tf.constant(xfers, tf.int32), self.state.hidden, self.state.cell).numpy()
+        return self._two_step(mu, tf.constant(xfers, tf.int32), self._h0.hidden, self._h0.cell).numpy()
 
     def warm_up(self) -> None:
         """Traces the tf.functions on dummy inputs (part of loading, not of optimising)."""
@@ -175,7 +171,6 @@ class ControllerAgent:
         state = self.mdnrnn.initial_state(1)
         self._future(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
         self._two_step(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
-        self._step(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
 
     def _future_py(self, mu, xfers, hidden, cell):
         n = tf.shape(xfers)[0]
@@ -189,11 +184,10 @@ class ControllerAgent:
     def future_values(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:
         """(1 - d_a) * V_C([z'_a, h'_a]) for each rule a in `xfers`, from M and C only
         (uncentred, undiscounted)."""
-        return self._future(mu, tf.constant(xfers, tf.int32), self.state.hidden, self.state.cell).numpy()
+        return self._future(mu, tf.constant(xfers, tf.int32), self._h0.hidden, self._h0.cell).numpy()
 
-    def scores(self, obs: dict, info: dict) -> tuple[list[tuple[int, int]], np.ndarray, tf.Tensor]:
+    def scores(self, obs: dict, info: dict) -> tuple[list[tuple[int, int]], np.ndarray]:
         """Every valid (rule, location) of the current real graph and its score."""
-        mu, _ = self._encode(to_graphs_tuple(batch_observations([obs])))
         actions, cands, rule_of = [], [], []
         xfers = np.flatnonzero(info["xfer_mask"][:-1])
         for k, xfer in enumerate(xfers):
@@ -202,21 +196,23 @@ class ControllerAgent:
                 cands.append(c)
                 rule_of.append(k)
         if not actions:
-            return actions, np.zeros(0), mu
+            return actions, np.zeros(0)
         la = self.lookahead
+        rewards = _rewards([c.cost_delta for c in cands], info["initial_cost"])
+        rule_of = np.asarray(rule_of)
+        stuck = not (rewards > 0).any()
+        propose = la.detour_rules > 0 and (stuck or self.explore or not la.detours_at_optimum_only)
+        mu = self._encode(to_graphs_tuple(batch_observations([obs])))[0] if propose or la.value_weight else None
         future = np.zeros(len(xfers))
         if la.value_weight:
             future = la.gamma * self.future_values(mu, xfers)
             future = future - future.mean()
-        rewards = _rewards([c.cost_delta for c in cands], info["initial_cost"])
-        rule_of = np.asarray(rule_of)
         score = self._immediate(rewards) + la.value_weight * future[rule_of]
         # A rewrite that saves runtime is always worth its step: whatever the learned terms
         # say, it scores above stop (so the agent never stops short of a local optimum).
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
         picks = list(np.argsort(-score, kind="stable")[:la.expand])
-        stuck = not (rewards > 0).any()
-        if la.detour_rules > 0 and (stuck or self.explore or not la.detours_at_optimum_only):
+        if propose:
             proposal = self.two_step_returns(mu, xfers)
             picks += [k for k in self._detours(proposal, rule_of, rewards) if k not in picks]
         even = []  # break-even detours: (two-step reward, index, successor's best score)
@@ -235,7 +231,7 @@ class ControllerAgent:
         for _, k, best in sorted(even, reverse=True)[:la.follow_max]:  # the closest to a gain first
             follow = best + la.gamma * max(0.0, self._follow(cands[k], info["initial_cost"]))
             score[k] += la.gamma * (max(0.0, follow) - max(0.0, best))
-        return actions, score, mu
+        return actions, score
 
     def _follow(self, detour, initial_cost: float) -> float:
         """The best immediate score one rewrite after the best rewrite of `detour`'s
@@ -280,13 +276,12 @@ class ControllerAgent:
         return rewards - self.lookahead.step_cost - self.lookahead.detour_cost * (rewards <= 0)
 
     def __call__(self, obs: dict, info: dict, rng: np.random.Generator) -> np.ndarray:
-        if info["step"] == 0 or self.state is None:
-            self.state = self.mdnrnn.initial_state(1)
+        if info["step"] == 0:
             self.trace = []
             self.visited = set()
         self.visited.add(self.env.graph.hash())  # the graph the last rewrite led to
         stop = len(info["xfer_mask"]) - 1
-        actions, score, mu = self.scores(obs, info)
+        actions, score = self.scores(obs, info)
         actions.insert(0, (stop, 0))  # first, so that it wins ties
         score = np.insert(score, 0, 0.0)
         if self.explore:
@@ -296,7 +291,4 @@ class ControllerAgent:
             k = int(np.argmax(score))
         xfer, loc = actions[k]
         self.trace.append((int(info["step"]), xfer, loc, float(score[k])))
-        if xfer != stop:
-            hidden, cell = self._step(mu, tf.constant([xfer], tf.int32), self.state.hidden, self.state.cell)
-            self.state = snt.LSTMState(hidden=hidden, cell=cell)
         return np.array([xfer, loc])
