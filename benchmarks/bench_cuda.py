@@ -125,14 +125,22 @@ def bench_model(name: str, model, args) -> dict:
     est = [model.graph_cost(x) for x in graphs]
     misses = getattr(model, "misses", 0)
 
-    def measured(xs):  # each graph's median of 30 replays
-        return [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms for x in xs]
+    def measured(xs, runs=None):  # each graph: the median over fresh executors of each one's median of 30 replays
+        out = []
+        for x in xs:
+            each = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms
+                    for _ in range(args.executors_per_graph)]
+            out.append(sorted(each)[len(each) // 2])
+            if runs is not None:
+                runs.append(each)
+        return out
 
-    meas = measured(graphs)
+    runs = []
+    meas = measured(graphs, runs)
     # the noise floor: the original measured again by fresh executors, in the same way
     again = measured([g] * args.noise_executors)
     noise = (max(again) - min(again)) / sorted(again)[len(again) // 2] if again else float("nan")
-    path = [g] + cost_table.greedy_path(g, args.candidates, model=model)
+    path = [g] + (cost_table.greedy_path(g, args.candidates, model=model) if args.path else [])
     path_est = [model.graph_cost(x) for x in path]
     path_meas = measured(path)
     unfused = {}
@@ -147,7 +155,8 @@ def bench_model(name: str, model, args) -> dict:
                    "path_unfused_measured_speedup": upath_meas[0] / upath_meas[-1]}
     ref = PYTORCH_REFERENCE.get(name)
     row = {"model": name, "ops": g.num_ops, "measured_ms": orig.median_ms, "optimised_ms": opt.median_ms,
-           "candidate_est_ms": est, "candidate_measured_ms": meas,
+           "candidate_est_ms": est, "candidate_measured_ms": meas, "candidate_measured_runs": runs,
+           "executors_per_graph": args.executors_per_graph,
            "est_speedup": r.speedup, "measured_speedup": orig.median_ms / opt.median_ms,
            "est_ms": r.initial_cost, "spearman": spearman(est, meas), "candidates": len(graphs),
            "measured_spread": (max(meas) - min(meas)) / sorted(meas)[len(meas) // 2], "noise_floor": noise,
@@ -200,6 +209,11 @@ def main(argv=None) -> int:
                         help="measure the original this many more times, each by a fresh executor: the spread "
                              "of those (noise_floor) against the candidates' (measured_spread) says whether "
                              "their ranking is measurable at all")
+    parser.add_argument("--executors-per-graph", type=int, default=1,
+                        help="measure each graph by this many fresh executors and take the median (the same graph "
+                             "differs by up to a few percent between executors: docs/gpu.md)")
+    parser.add_argument("--no-path", dest="path", action="store_false",
+                        help="skip measuring the table's greedy path")
     parser.add_argument("--compare-unfused", action="store_true",
                         help="also rank the random rewrites with the table pricing convolution epilogues alone "
                              "(as before the cost model knew the executor fuses them), and measure that model's "
@@ -241,9 +255,11 @@ def main(argv=None) -> int:
                 f.write(json.dumps({"model": name, "seed": args.seed, "candidates": args.candidates,
                                     "est_ms": row["candidate_est_ms"],
                                     "measured_ms": row["candidate_measured_ms"],
+                                    "measured_runs_ms": row["candidate_measured_runs"],
                                     "path_est_ms": row["path_est_ms"],
                                     "path_measured_ms": row["path_measured_ms"]}) + "\n")
-        for key in ("candidate_est_ms", "candidate_measured_ms", "path_est_ms", "path_measured_ms"):
+        for key in ("candidate_est_ms", "candidate_measured_ms", "candidate_measured_runs", "path_est_ms",
+                    "path_measured_ms"):
             del row[key]
         print("ROW " + json.dumps(row), file=sys.stderr, flush=True)
         rows.append(row)

@@ -85,6 +85,10 @@ class LookaheadConfig:
         gamma: discount of the learned value of the next state.
         step_cost: charged per rewrite (in % of the start cost, as rewards are).
         detour_cost: charged in addition for a rewrite that does not reduce the runtime.
+            0.1, not the dream's 0.25 (which shapes C's value, unused here): the detours
+            taken are engine-verified, and t5_small_encoder's three-step valleys
+            (commute, associate, fold two Muls: 0.28% each) pay less than 0.25 plus three
+            step charges.
         expand: best-scored candidates looked at one real rewrite further (0 = none).
         detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
@@ -94,9 +98,9 @@ class LookaheadConfig:
             ninth session) for 40% fewer successors; with 2 nasrnn ends lower.
         value_weight: weight of C's centred value of the successor in the scores.
         unlock_rules: next rules M tries after each rule for its two-step return.
-        follow_detours: a looked-at detour that loses more than this (% of the start
-            cost) and that its successor's best rewrite pays back to within this much
-            (neither gains nor loses over the two) is followed one rewrite further: its
+        follow_detours: a looked-at detour that saves nothing and that, with its
+            successor's best rewrite, neither gains nor loses more than this (% of the
+            start cost) over the two is followed one rewrite further: its
             successor is built and enumerated and the best rewrite's successor scored
             (0 = never). A break-even pair is what a three-step valley looks like.
         follow_max: at most this many such detours followed per step (the two-step
@@ -106,6 +110,9 @@ class LookaheadConfig:
             only the `expand` best. On run s10's ten evaluation graphs the same graphs
             as looking at detours at every step, in a third to a fifth of the time
             (docs/learned_agents.md, eleventh session). Not when exploring.
+        detour_rounds: at a local optimum, when none of the `detour_rules` rules' detours
+            pays, the next `detour_rules` rules in M's ranking are looked at, for at most
+            this many rounds (1: M's first `detour_rules` only).
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
     called: set them before.)
         temperature: of the softmax when exploring.
@@ -113,7 +120,7 @@ class LookaheadConfig:
 
     gamma: float = 0.99
     step_cost: float = 0.02
-    detour_cost: float = 0.25
+    detour_cost: float = 0.1
     expand: int = 4
     detour_rules: int = 8
     detour_locations: int = 4
@@ -122,6 +129,7 @@ class LookaheadConfig:
     follow_detours: float = 0.1
     follow_max: int = 2
     detours_at_optimum_only: bool = True
+    detour_rounds: int = 1
     temperature: float = 0.5
 
 
@@ -212,9 +220,26 @@ class ControllerAgent:
         # say, it scores above stop (so the agent never stops short of a local optimum).
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
         picks = list(np.argsort(-score, kind="stable")[:la.expand])
-        if propose:
-            proposal = self.two_step_returns(mu, xfers)
-            picks += [k for k in self._detours(proposal, rule_of, rewards) if k not in picks]
+        self._look(picks, cands, rewards, score, info["initial_cost"])
+        if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
+            looked = set(picks)
+            for n, group in enumerate(self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)):
+                group = [k for k in group if k not in looked]
+                looked.update(group)
+                self._look(group, cands, rewards, score, info["initial_cost"])
+                if n + 1 >= la.detour_rounds or (len(group) and score[group].max() > 0):
+                    break
+        return actions, score
+
+    def _look(self, picks: list[int], cands: list, rewards: np.ndarray, score: np.ndarray,
+              initial_cost: float) -> None:
+        """Adds to `score` (in place) what one real rewrite further shows of candidates
+        `picks`: the discounted best immediate score in each one's successor (and for
+        break-even detours, one rewrite further still); -inf for a rewrite back to a graph
+        this episode left."""
+        if not picks:
+            return
+        la = self.lookahead
         even = []  # break-even detours: (two-step reward, index, successor's best score)
         ahead = successors(self.env.graph, cands, picks, rules=self.env.rules, model=self.env.cost_model)
         for k, after in zip(picks, ahead):
@@ -222,16 +247,15 @@ class ControllerAgent:
                 score[k] = -np.inf
                 continue
             if after.best_delta is not None:  # the immediate score is monotone in the reward
-                best_reward = float(_rewards([after.best_delta], info["initial_cost"])[0])
+                best_reward = float(_rewards([after.best_delta], initial_cost)[0])
                 best = float(self._immediate(np.array([best_reward]))[0])
                 margin = la.follow_detours
-                if margin > 0 and rewards[k] < -margin and abs(rewards[k] + best_reward) <= margin:
+                if margin > 0 and rewards[k] <= 0 and abs(rewards[k] + best_reward) <= margin:
                     even.append((rewards[k] + best_reward, k, best))
                 score[k] += la.gamma * max(0.0, best)
         for _, k, best in sorted(even, reverse=True)[:la.follow_max]:  # the closest to a gain first
-            follow = best + la.gamma * max(0.0, self._follow(cands[k], info["initial_cost"]))
+            follow = best + la.gamma * max(0.0, self._follow(cands[k], initial_cost))
             score[k] += la.gamma * (max(0.0, follow) - max(0.0, best))
-        return actions, score
 
     def _follow(self, detour, initial_cost: float) -> float:
         """The best immediate score one rewrite after the best rewrite of `detour`'s
@@ -250,26 +274,30 @@ class ControllerAgent:
             return 0.0
         return float(self._immediate(_rewards([after.best_delta], initial_cost))[0])
 
-    def _detours(self, proposal: np.ndarray, rule_of: np.ndarray, rewards: np.ndarray) -> list[int]:
-        """Candidates (indices) worth a real look although they save nothing now: the
-        non-improving locations of the `detour_rules` rules with the largest positive
-        `proposal` (M's two-step return, per valid rule) among the rules that have such
-        locations, `detour_locations` per rule, the smallest loss first. Exploring, every
-        rule's."""
+    def _detours(self, proposal: np.ndarray, rule_of: np.ndarray, rewards: np.ndarray) -> list[list[int]]:
+        """Candidates (indices) worth a real look although they save nothing now, in rounds:
+        the non-improving locations (`detour_locations` per rule, the smallest loss first)
+        of the rules with a positive `proposal` (M's two-step return, per valid rule) that
+        have such locations, the largest proposal first, `detour_rules` rules a round.
+        Exploring, every rule's, in one round."""
         la = self.lookahead
         if la.detour_rules <= 0:
             return []
         if self.explore:  # collecting: every rule's detours are tried, M's ranking unused
             proposal = np.ones_like(proposal)
-        out, taken = [], 0
+        rounds, taken = [[]], 0
         for k in np.argsort(-proposal, kind="stable"):
-            if proposal[k] <= 0 or (taken == la.detour_rules and not self.explore):
+            if proposal[k] <= 0:
                 break
             locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
-            if len(locs):  # a rule with no non-improving location takes no place
-                out += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])
-                taken += 1
-        return out
+            if not len(locs):  # a rule with no non-improving location takes no place
+                continue
+            if taken == la.detour_rules and not self.explore:
+                rounds.append([])
+                taken = 0
+            rounds[-1] += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])
+            taken += 1
+        return rounds
 
     def _immediate(self, rewards: np.ndarray) -> np.ndarray:
         """Real reward less the step charge and, for a rewrite that saves nothing, the detour charge."""

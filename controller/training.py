@@ -83,12 +83,12 @@ def load_controller(run_dir: str | Path) -> tuple[Controller, ControllerTrainCon
 
 def load_agent(run_dir: str | Path, env, explore: bool = False):
     """The run's controller as an agent on the real env `env` (controller.agent), with
-    the step cost and discount it was trained with in the dream."""
+    the step cost and discount it was trained with in the dream (the detour charge is
+    the lookahead's own: see LookaheadConfig)."""
     from controller.agent import ControllerAgent, LookaheadConfig
 
     controller, config = load_controller(run_dir)
-    lookahead = LookaheadConfig(gamma=config.ppo.gamma, step_cost=config.dream.step_cost,
-                                detour_cost=config.dream.detour_cost)
+    lookahead = LookaheadConfig(gamma=config.ppo.gamma, step_cost=config.dream.step_cost)
     agent = ControllerAgent(load_vae(run_dir), load_mdnrnn(run_dir), controller, env, lookahead=lookahead,
                             explore=explore)
     agent.warm_up()

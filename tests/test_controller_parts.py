@@ -187,3 +187,53 @@ def test_a_break_even_detour_is_followed_one_rewrite_further():
     agent.lookahead = dataclasses.replace(agent.lookahead, follow_detours=0.0)
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
         greedy.metrics["final_cost"], rel=1e-3)
+
+
+def test_detours_of_later_rounds_are_looked_at_when_the_first_round_finds_nothing():
+    """At a local optimum M's rules are looked at `detour_rules` at a time: where the
+    first round's detours pay nothing, the next round's are looked at (up to
+    `detour_rounds`), so a paying detour ranked below a barren one is still found."""
+    from taso_env import rules as rules_module
+    from taso_env.env.episode import run_episode
+    from taso_env.env.policies import GreedyPolicy
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("squeezenet", horizon=40)
+    greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
+    names = rules_module.default().names()
+    enlarge = names.index("enlarge_conv_1x1_to_3x3")
+    at_optimum = env.unwrapped.graph  # greedy's last graph
+    barren = sorted({c.rule_id for c in at_optimum.candidates() if c.cost_delta >= 0} - {enlarge})[0]
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    agent.two_step_returns = lambda mu, rules: np.select([rules == barren, rules == enlarge], [2.0, 1.0], -1.0)
+    one_round = type(agent.lookahead)(gamma=1.0, step_cost=0.0, detour_rules=1, detour_locations=8)
+    agent.lookahead = one_round
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
+        greedy.metrics["final_cost"], rel=1e-9)
+    agent.lookahead = dataclasses.replace(one_round, detour_rounds=2)
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] < greedy.metrics["final_cost"] * (1 - 1e-3)
+    assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
+
+
+def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley():
+    """t5_small_encoder under the H100 table: greedy stops where commuting a Mul (free),
+    re-associating it (a hair cheaper) and folding the two constant factors (a kernel
+    less) would pay. A detour that loses nothing, whose next rewrite breaks even, is
+    followed one rewrite further and taken; not followed, the agent stops where greedy does."""
+    from taso_env import rules as rules_module
+    from taso_env.env.episode import run_episode
+    from taso_env.env.policies import GreedyPolicy
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("data/models/coverage/t5_small_encoder.onnx", horizon=40, cost_model="table:h100_fp32")
+    greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
+    commute = rules_module.default().names().index("commute_mul")
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    agent.lookahead = type(agent.lookahead)(detour_rules=1, detour_locations=40)
+    agent.two_step_returns = lambda mu, rules: np.where(rules == commute, 1.0, -1.0)
+    followed = run_episode(env, agent, 0, record=False)
+    assert followed.metrics["final_cost"] < greedy.metrics["final_cost"] * (1 - 1e-3)
+    assert commute in [xfer for _, xfer, _, _ in agent.trace]
+    agent.lookahead = dataclasses.replace(agent.lookahead, follow_detours=0.0)
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
+        greedy.metrics["final_cost"], rel=1e-9)
