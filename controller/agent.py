@@ -113,6 +113,10 @@ class LookaheadConfig:
         detour_rounds: at a local optimum, when none of the `detour_rules` rules' detours
             pays, the next `detour_rules` rules in M's ranking are looked at, for at most
             this many rounds (1: M's first `detour_rules` only).
+        repeat_detours: at a local optimum, the non-improving locations (up to this many)
+            of the rule of the detour last taken this episode are looked at first, and M
+            is asked only if none pays: a valley just crossed often repeats along a
+            network's repeated blocks (t5_small_encoder's thirteen; 0 = never).
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
     called: set them before.)
         temperature: of the softmax when exploring.
@@ -130,6 +134,7 @@ class LookaheadConfig:
     follow_max: int = 2
     detours_at_optimum_only: bool = True
     detour_rounds: int = 1
+    repeat_detours: int = 64
     temperature: float = 0.5
 
 
@@ -145,6 +150,8 @@ class ControllerAgent:
         self.lookahead = lookahead or LookaheadConfig()
         self.explore = (not greedy) if explore is None else explore
         self.visited: set[int] = set()  # hashes of the graphs this episode went through
+        self.last_detour_rule: int | None = None  # the rule of the last detour taken this episode
+        self._rewards = np.zeros(0)  # the last scored candidates' real rewards
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
         self._encode = tf.function(vae.encode, input_signature=[graphs_tuple_signature()])
@@ -221,14 +228,23 @@ class ControllerAgent:
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
         picks = list(np.argsort(-score, kind="stable")[:la.expand])
         self._look(picks, cands, rewards, score, info["initial_cost"])
+        looked = set(picks)
+        if propose and self.last_detour_rule in xfers and la.repeat_detours > 0 and not self.explore:
+            # the rule of the detour last taken first: its valley often repeats block after block
+            k = int(np.flatnonzero(xfers == self.last_detour_rule)[0])
+            locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
+            group = [int(i) for i in locs[np.argsort(-rewards[locs], kind="stable")][:la.repeat_detours]]
+            looked.update(group)
+            self._look(group, cands, rewards, score, info["initial_cost"])
+            propose = not (len(group) and score[group].max() > 0)
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
-            looked = set(picks)
             for n, group in enumerate(self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)):
                 group = [k for k in group if k not in looked]
                 looked.update(group)
                 self._look(group, cands, rewards, score, info["initial_cost"])
                 if n + 1 >= la.detour_rounds or (len(group) and score[group].max() > 0):
                     break
+        self._rewards = rewards
         return actions, score
 
     def _look(self, picks: list[int], cands: list, rewards: np.ndarray, score: np.ndarray,
@@ -307,6 +323,7 @@ class ControllerAgent:
         if info["step"] == 0:
             self.trace = []
             self.visited = set()
+            self.last_detour_rule = None
         self.visited.add(self.env.graph.hash())  # the graph the last rewrite led to
         stop = len(info["xfer_mask"]) - 1
         actions, score = self.scores(obs, info)
@@ -319,4 +336,6 @@ class ControllerAgent:
             k = int(np.argmax(score))
         xfer, loc = actions[k]
         self.trace.append((int(info["step"]), xfer, loc, float(score[k])))
+        if xfer != stop and self._rewards[k - 1] <= 0:
+            self.last_detour_rule = xfer
         return np.array([xfer, loc])

@@ -237,3 +237,33 @@ def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley():
     agent.lookahead = dataclasses.replace(agent.lookahead, follow_detours=0.0)
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
         greedy.metrics["final_cost"], rel=1e-9)
+
+
+def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_optimum():
+    """t5_small_encoder's valley repeats in every block. M proposes `commute_mul` at the
+    first local optimum only: without `repeat_detours` the agent crosses one valley and
+    stops; with it, the rule that just paid is looked at first at each next optimum and
+    the agent crosses more of them, asking M nothing more while that rule pays."""
+    from taso_env import rules as rules_module
+    from taso_env.env.episode import run_episode
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("data/models/coverage/t5_small_encoder.onnx", horizon=60, cost_model="table:h100_fp32")
+    commute = rules_module.default().names().index("commute_mul")
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    asked = []
+
+    def first_time_only(mu, rules):
+        asked.append(len(rules))
+        return np.where(rules == commute, 1.0, -1.0) if len(asked) == 1 else np.full(len(rules), -1.0)
+
+    agent.two_step_returns = first_time_only
+    ends = {}
+    for repeat in (0, 64):
+        asked.clear()
+        agent.lookahead = type(agent.lookahead)(detour_rules=1, detour_locations=40, repeat_detours=repeat)
+        ends[repeat] = run_episode(env, agent, 0, record=False).metrics["final_cost"]
+        crossed = [xfer for _, xfer, _, _ in agent.trace].count(commute)
+        assert crossed == 1 if repeat == 0 else crossed >= 3
+    assert ends[64] < ends[0] * (1 - 1e-3)
+    assert len(asked) <= 2  # M asked at the first optimum and at the last (where nothing paid)
