@@ -215,7 +215,7 @@ def test_detours_of_later_rounds_are_looked_at_when_the_first_round_finds_nothin
     assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
 
 
-def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley():
+def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley(models_dir):
     """t5_small_encoder under the H100 table: greedy stops where commuting a Mul (free),
     re-associating it (a hair cheaper) and folding the two constant factors (a kernel
     less) would pay. A detour that loses nothing, whose next rewrite breaks even, is
@@ -225,7 +225,8 @@ def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley():
     from taso_env.env.policies import GreedyPolicy
     from taso_env.env.rewrite_env import GraphRewriteEnv
 
-    env = GraphRewriteEnv("data/models/coverage/t5_small_encoder.onnx", horizon=40, cost_model="table:h100_fp32")
+    t5 = models_dir / "coverage" / "t5_small_encoder.onnx"
+    env = GraphRewriteEnv(str(t5), horizon=40, cost_model="table:h100_fp32")
     greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
     commute = rules_module.default().names().index("commute_mul")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
@@ -239,7 +240,7 @@ def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley():
         greedy.metrics["final_cost"], rel=1e-9)
 
 
-def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_optimum():
+def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_optimum(models_dir):
     """t5_small_encoder's valley repeats in every block. M proposes `commute_mul` at the
     first local optimum only: without `repeat_detours` the agent crosses one valley and
     stops; with it, the rule that just paid is looked at first at each next optimum and
@@ -248,7 +249,8 @@ def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_opti
     from taso_env.env.episode import run_episode
     from taso_env.env.rewrite_env import GraphRewriteEnv
 
-    env = GraphRewriteEnv("data/models/coverage/t5_small_encoder.onnx", horizon=60, cost_model="table:h100_fp32")
+    t5 = models_dir / "coverage" / "t5_small_encoder.onnx"
+    env = GraphRewriteEnv(str(t5), horizon=60, cost_model="table:h100_fp32")
     commute = rules_module.default().names().index("commute_mul")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     asked = []
