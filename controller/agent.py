@@ -29,9 +29,12 @@ gains gamma * max(0, best immediate score in c's successor), the successor score
     loses runtime now scores below every improving one, so the top-k rarely holds one;
     M proposes which to try, the engine confirms that the loss is paid back at the next
     step (nasrnn's cost-neutral MatMul merges that let three-way merges follow). Greedy
-    takes neither.
-  - a detour whose loss the next rewrite only pays back (break-even over two steps,
-    `follow_detours`) is followed one rewrite further: its successor is built and
+    takes neither. Before M is asked, the rule of the detour last taken this episode is
+    looked at (`repeat_detours`): a valley just crossed often repeats block after block;
+    where none of M's first `detour_rules` rules pays, `detour_rounds` allows more.
+  - a detour that saves nothing and that the next rewrite only brings back to even
+    (a loss paid back, or a cost-neutral move; `follow_detours`) is followed one
+    rewrite further: its successor is built and
     enumerated, and the successor of that one's best rewrite scored (squeezenet1_1's 1x1
     expand convolutions enlarged to 3x3, -2%, then merged with their 3x3 siblings, +2%,
     which only then lets the ReLUs run in the merged convolution's epilogue and the
@@ -47,10 +50,10 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
 two-step proposal. While some rewrite saves runtime the agent takes, of the improving
-ones, the best by its reward and its successor's (`expand`); V and M only track the
-episode then. The lookahead's engine calls (k + detours successors per step, and a
-build, an enumeration and a successor per followed detour) are real work at
-optimisation time, counted in the real-work ledger, never in training.
+ones, the best by its reward and its successor's (`expand`); V and M are not run then.
+The lookahead's engine calls (k + detours successors per step, and a build, an
+enumeration and a successor per followed detour) are real work at optimisation time,
+counted in the real-work ledger, never in training.
 With `explore` (collecting new real episodes in iterative training), actions are
 sampled from softmax(score / temperature) instead, and the detours of every rule are
 looked at, not only those M ranks first: the episodes then hold the detours that pay,
@@ -75,6 +78,13 @@ from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, 
 def _rewards(cost_deltas, initial_cost: float) -> np.ndarray:
     """The env's rewards of rewrites with these cost deltas (% of the start cost saved)."""
     return -100.0 * np.asarray(cost_deltas, dtype=float) / initial_cost
+
+
+def _non_improving(rule: int, rule_of: np.ndarray, rewards: np.ndarray, limit: int) -> list[int]:
+    """Up to `limit` candidates (indices) of the `rule`-th valid rule that save nothing,
+    the smallest loss first."""
+    locs = np.flatnonzero((rule_of == rule) & (rewards <= 0))
+    return [int(i) for i in locs[np.argsort(-rewards[locs], kind="stable")][:limit]]
 
 
 @dataclass(frozen=True)
@@ -232,8 +242,7 @@ class ControllerAgent:
         if propose and self.last_detour_rule in xfers and la.repeat_detours > 0 and not self.explore:
             # the rule of the detour last taken first: its valley often repeats block after block
             k = int(np.flatnonzero(xfers == self.last_detour_rule)[0])
-            locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
-            group = [int(i) for i in locs[np.argsort(-rewards[locs], kind="stable")][:la.repeat_detours]]
+            group = _non_improving(k, rule_of, rewards, la.repeat_detours)
             looked.update(group)
             self._look(group, cands, rewards, score, info["initial_cost"])
             propose = not (len(group) and score[group].max() > 0)
@@ -305,13 +314,13 @@ class ControllerAgent:
         for k in np.argsort(-proposal, kind="stable"):
             if proposal[k] <= 0:
                 break
-            locs = np.flatnonzero((rule_of == k) & (rewards <= 0))
-            if not len(locs):  # a rule with no non-improving location takes no place
+            locs = _non_improving(k, rule_of, rewards, la.detour_locations)
+            if not locs:  # a rule with no non-improving location takes no place
                 continue
             if taken == la.detour_rules and not self.explore:
                 rounds.append([])
                 taken = 0
-            rounds[-1] += list(locs[np.argsort(-rewards[locs], kind="stable")][:la.detour_locations])
+            rounds[-1] += locs
             taken += 1
         return rounds
 
