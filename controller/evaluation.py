@@ -109,7 +109,8 @@ class Row:
     extra: dict = field(default_factory=dict)
 
 
-def _learned_agent(agent: str, run_dir: Path, env):
+def learned_agent(agent: str, run_dir: Path, env):
+    """The run's trained `agent` ("controller" or "model_free") as a policy on `env`."""
     if agent == "controller":
         from controller.training import load_agent
 
@@ -214,7 +215,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             if agent in LEARNED:  # loaded (and traced) once, then moved from graph to graph
                 t0 = time.perf_counter()
                 if agent not in loaded:
-                    loaded[agent] = _learned_agent(agent, run_dir, env)
+                    loaded[agent] = learned_agent(agent, run_dir, env)
                 policy = loaded[agent]
                 policy.env = env.unwrapped
                 load_s = time.perf_counter() - t0

@@ -86,6 +86,15 @@ def test_optimize_writes_a_model_onnxruntime_agrees_with(tmp_path):
     assert "equivalent" in result.stdout and out.exists()
 
 
+def test_optimize_with_a_run_that_is_not_there_or_with_a_method_too_is_a_typed_error(tmp_path):
+    missing = _rlflow("optimize", "squeezenet1_1", "--run", str(tmp_path / "no_run"))
+    assert missing.returncode == 2 and "no such run folder" in missing.stderr, missing.stderr
+    both = _rlflow("optimize", "squeezenet1_1", "--run", str(tmp_path), "--method", "greedy")
+    assert both.returncode == 2 and "not both" in both.stderr, both.stderr
+    for result in (missing, both):
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_scripts_are_faces_of_the_commands():
     for script in sorted((REPO / "scripts").glob("*.py")):
         text = script.read_text()

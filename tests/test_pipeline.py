@@ -41,6 +41,21 @@ def test_pipeline_writes_every_artefact(smoke_run):
     assert list((run / "tb").glob("*/events.out.tfevents.*")) or list((run / "tb").rglob("events.out.tfevents.*"))
 
 
+def test_optimize_with_the_runs_trained_controller(smoke_run, tmp_path):
+    """`rlflow optimize MODEL --run RUN`: the run's controller optimises a model it never
+    saw, the result checked in onnxruntime and written as ONNX, never worse than the start."""
+    run, _ = smoke_run
+    out, summary = tmp_path / "sq.onnx", tmp_path / "sq.json"
+    result = subprocess.run(["rlflow", "optimize", "squeezenet1_1", "--run", str(run), "-o", str(out),
+                             "--json", str(summary)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "the controller of" in result.stdout and out.exists()
+    s = json.loads(summary.read_text())
+    assert s["method"] == "controller" and s["equivalent"] is True
+    assert s["final_cost_ms"] <= s["initial_cost_ms"] and s["best_step"] <= s["steps"]
+    assert sum(s["rule_fires"].values()) == s["best_step"]  # the rewrites that led to the graph returned
+
+
 def test_pipeline_resumes_on_rerun(smoke_run):
     run, cmd = smoke_run
     before = sorted(p.name for p in (run / "rollouts.h5.episodes").iterdir())

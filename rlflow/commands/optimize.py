@@ -1,14 +1,17 @@
-"""Optimise a model with a search method: ONNX (or a built-in network) in, ONNX out.
+"""Optimise a model with a search method or a trained agent: ONNX (or a built-in network)
+in, ONNX out.
 
     rlflow optimize data/models/squeezenet1_1.onnx -o runs/optimize/squeezenet.onnx
     rlflow optimize bert_base --method greedy --cost-model analytic:h100-tf32
     rlflow optimize nasbench --method eqsat --time-limit 10    # equality saturation (egglog)
+    rlflow optimize my_model.onnx --run runs/demo             # the run's trained controller
     rlflow optimize resnet50 --measure cuda --math tf32      # on a GPU machine
 
-Prints the estimated cost before and after, the search time and how often each rule
-fired; then checks the optimised model against the original in onnxruntime on random
-inputs and weights (exit code 1 if they differ). With --measure cuda both graphs are
-also timed end to end on the GPU (CUDA-graph replay, median).
+Prints the estimated cost before and after, the optimisation time (a trained agent's
+loading apart) and how often each rule fired; then checks the optimised model against
+the original in onnxruntime on random inputs and weights (exit code 1 if they differ).
+With --measure cuda both graphs are also timed end to end on the GPU (CUDA-graph replay,
+median).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
+from collections import Counter
+from pathlib import Path
 
 from rlflow.commands import MATH_MODES, add_dims_argument, parse_dims
 
@@ -26,7 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="ONNX file, built-in network or shipped model name")
     add_dims_argument(parser)
     parser.add_argument("-o", "--output", help="where to write the optimised ONNX model")
-    parser.add_argument("--method", default="backtracking", choices=METHODS)
+    parser.add_argument("--method", choices=METHODS, help="search method (default: backtracking; not with --run)")
+    parser.add_argument("--run", help="optimise with the trained agent of this run folder instead of a search")
+    parser.add_argument("--agent", default="controller", choices=["controller", "model_free"],
+                        help="which of the run's agents (default: controller)")
+    parser.add_argument("--horizon", type=int, default=150, help="the agent's episode length (default: 150)")
     parser.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation (default: 1.05)")
     parser.add_argument("--budget", type=int, default=1000, help="backtracking's expansions (default: 1000)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="eqsat's saturation seconds (default: 10)")
@@ -45,52 +55,96 @@ def run(args: argparse.Namespace) -> int:
 
     import taso_env as te
     from taso_env.engine.report import markdown_table
+    from taso_env.errors import ConfigError
     from taso_env.onnx.check import check_equivalent, random_feeds
 
+    if args.run and args.method:
+        raise ConfigError("--method and --run: optimise with a search method or with a run's agent, not both")
+    if args.run and not os.path.isdir(args.run):
+        raise ConfigError(f"--run {args.run}: no such run folder")
     te.set_cost_model(args.cost_model)
     graph = te.graphs.load(args.model, dims=parse_dims(args.dims))
     if args.measure == "cuda":
         from taso_env.gpu import cuda_backend
 
         cuda_backend.require()  # fail before the search, not after it
-    extra = {"time_limit": args.time_limit, "node_limit": args.node_limit} if args.method == "eqsat" else {}
-    result = te.search(graph, args.method, alpha=args.alpha, budget=args.budget, **extra)
-    print(f"# {graph.name}: {args.method} search ({args.cost_model})")
-    print(f"estimated cost: {result.initial_cost:.4f} ms -> {result.final_cost:.4f} ms "
-          f"(speedup {result.speedup:.3f}x)")
-    print(f"compute ops: {graph.num_ops} -> {result.graph.num_ops}")
-    print(f"search time: {result.seconds:.2f} s, {result.expansions} expansions, "
-          f"{result.graphs_seen} graphs seen")
-    if result.details:
-        print("details: " + ", ".join(f"{k} {v}" for k, v in result.details.items()
-                                      if not isinstance(v, dict)))
-    rows = [{"rule": name, "fired": n} for name, n in result.rule_fires.most_common()]
-    print("\n" + (markdown_table(rows, ["rule", "fired"]) if rows else "no rule fired"))
+    best, summary = _with_agent(graph, args) if args.run else _with_search(graph, args)
 
-    summary = {"graph": graph.name, "method": args.method, "initial_cost_ms": result.initial_cost,
-               "final_cost_ms": result.final_cost, "speedup": result.speedup, "seconds": result.seconds,
-               "expansions": result.expansions, "rule_fires": dict(result.rule_fires)}
+    rows = [{"rule": name, "fired": n} for name, n in Counter(summary["rule_fires"]).most_common()]
+    print("\n" + (markdown_table(rows, ["rule", "fired"]) if rows else "no rule fired"))
     if args.measure == "cuda":
-        measured = _measure(graph, result.graph, args.math)
+        measured = _measure(graph, best, args.math)
         summary.update(measured_original_ms=measured["original"], measured_optimised_ms=measured["optimised"],
                        measured_math=args.math)
     ok = True
     if not args.no_check:
         source_file = graph.metadata.get("source")
         source = onnx.load(source_file) if source_file and os.path.isfile(source_file) else graph.export_onnx()
-        report = check_equivalent(source, result.graph, random_feeds(graph, args.seed))
+        report = check_equivalent(source, best, random_feeds(graph, args.seed))
         ok = report.equivalent
         print(f"\nonnxruntime check against the original: {report}")
         summary["equivalent"] = ok
         summary["max_abs_diff"] = report.max_abs_diff
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        result.graph.export_onnx(args.output)
+        best.export_onnx(args.output)
         print(f"wrote {args.output}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)
     return 0 if ok else 1
+
+
+def _with_search(graph, args: argparse.Namespace):
+    """The search method's graph and summary (printing what it did)."""
+    import taso_env as te
+
+    method = args.method or "backtracking"
+    extra = {"time_limit": args.time_limit, "node_limit": args.node_limit} if method == "eqsat" else {}
+    result = te.search(graph, method, alpha=args.alpha, budget=args.budget, **extra)
+    print(f"# {graph.name}: {method} search ({args.cost_model})")
+    _print_costs(graph, result.graph, result.initial_cost, result.final_cost)
+    print(f"search time: {result.seconds:.2f} s, {result.expansions} expansions, "
+          f"{result.graphs_seen} graphs seen")
+    if result.details:
+        print("details: " + ", ".join(f"{k} {v}" for k, v in result.details.items()
+                                      if not isinstance(v, dict)))
+    return result.graph, {"graph": graph.name, "method": method, "initial_cost_ms": result.initial_cost,
+                          "final_cost_ms": result.final_cost, "speedup": result.speedup,
+                          "seconds": result.seconds, "expansions": result.expansions,
+                          "rule_fires": dict(result.rule_fires)}
+
+
+def _with_agent(graph, args: argparse.Namespace):
+    """The best graph one episode of the run's trained agent visits, and its summary (the
+    same agent and lookahead as `rlflow evaluate`; loading timed apart)."""
+    from controller.evaluation import episode_graph, learned_agent
+    from taso_env import rules as rules_module
+    from taso_env.engine import real_work
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv(graph, horizon=args.horizon, cost_model=args.cost_model)
+    t0 = time.perf_counter()
+    agent = learned_agent(args.agent, Path(args.run), env)
+    load_s = time.perf_counter() - t0
+    start, work = time.perf_counter(), real_work.counts()
+    best, steps, best_step = episode_graph(env, agent, args.seed)
+    seconds, work = time.perf_counter() - start, real_work.since(work)
+    names = rules_module.default().names()
+    fired = Counter(names[xfer] for _, xfer, _, _ in agent.trace[:best_step]) if hasattr(agent, "trace") else {}
+    print(f"# {graph.name}: the {args.agent} of {args.run} ({args.cost_model})")
+    initial, final = graph.cost(), best.cost()
+    _print_costs(graph, best, initial, final)
+    print(f"optimisation time: {seconds:.2f} s ({load_s:.1f} s loading the agent apart), {steps} steps, "
+          f"best graph at step {best_step}, {work['candidates'] + work['successors']} enumerations")
+    return best, {"graph": graph.name, "method": args.agent, "run": args.run, "initial_cost_ms": initial,
+                  "final_cost_ms": final, "speedup": initial / final, "seconds": seconds,
+                  "model_load_s": load_s, "steps": steps, "best_step": best_step, "rule_fires": dict(fired)}
+
+
+def _print_costs(graph, best, initial: float, final: float) -> None:
+    print(f"estimated cost: {initial:.4f} ms -> {final:.4f} ms (speedup {initial / final:.3f}x)")
+    print(f"compute ops: {graph.num_ops} -> {best.num_ops}")
 
 
 def _measure(original, optimised, math: str) -> dict[str, float]:

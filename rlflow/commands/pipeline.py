@@ -32,4 +32,5 @@ def run(args: argparse.Namespace) -> int:
         config = PipelineConfig.smoke(config.run)
     timings = run_pipeline(config, restart=args.restart)
     print(f"\ndone in {sum(timings.values()):.0f} s; results: {Path(config.run) / 'eval' / 'results.md'}")
+    print(f"optimise a model with this run's controller: rlflow optimize MODEL.onnx --run {config.run} -o OUT.onnx")
     return 0
