@@ -49,7 +49,7 @@ def test_optimize_with_the_runs_trained_controller(smoke_run, tmp_path):
     result = subprocess.run(["rlflow", "optimize", "squeezenet1_1", "--run", str(run), "-o", str(out),
                              "--json", str(summary)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "the controller of" in result.stdout and out.exists()
+    assert "the controller agent of" in result.stdout and out.exists()
     s = json.loads(summary.read_text())
     assert s["method"] == "controller" and s["equivalent"] is True
     assert s["final_cost_ms"] <= s["initial_cost_ms"] and s["best_step"] <= s["steps"]
