@@ -30,7 +30,8 @@ gains gamma * max(0, best immediate score in c's successor), the successor score
     M proposes which to try, the engine confirms that the loss is paid back at the next
     step (nasrnn's cost-neutral MatMul merges that let three-way merges follow). Greedy
     takes neither. Before M is asked, the rule of the detour last taken this episode is
-    looked at (`repeat_detours`): a valley just crossed often repeats block after block;
+    looked at, nearest that detour first (`repeat_detours`): a valley just crossed often
+    repeats in the next block;
     where none of M's first `detour_rules` rules pays, `detour_rounds` allows more.
   - a detour that saves nothing and that the next rewrite only brings back to even
     (a loss paid back, or a cost-neutral move; `follow_detours`) is followed one
@@ -124,9 +125,10 @@ class LookaheadConfig:
             pays, the next `detour_rules` rules in M's ranking are looked at, for at most
             this many rounds (1: M's first `detour_rules` only).
         repeat_detours: at a local optimum, the non-improving locations (up to this many)
-            of the rule of the detour last taken this episode are looked at first, and M
-            is asked only if none pays: a valley just crossed often repeats along a
-            network's repeated blocks (t5_small_encoder's thirteen; 0 = never).
+            of the rule of the detour last taken this episode are looked at first, the
+            nearest to that detour first, `detour_locations` at a time until one pays,
+            and M is asked only if none does: a valley just crossed often repeats in the
+            next of a network's repeated blocks (t5_small_encoder's thirteen; 0 = never).
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
     called: set them before.)
         temperature: of the softmax when exploring.
@@ -161,6 +163,7 @@ class ControllerAgent:
         self.explore = (not greedy) if explore is None else explore
         self.visited: set[int] = set()  # hashes of the graphs this episode went through
         self.last_detour_rule: int | None = None  # the rule of the last detour taken this episode
+        self.last_detour_at = 0  # and the first op (id) of its location
         self._rewards = np.zeros(0)  # the last scored candidates' real rewards
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
@@ -242,10 +245,17 @@ class ControllerAgent:
         if propose and self.last_detour_rule in xfers and la.repeat_detours > 0 and not self.explore:
             # the rule of the detour last taken first: its valley often repeats block after block
             k = int(np.flatnonzero(xfers == self.last_detour_rule)[0])
-            group = _non_improving(k, rule_of, rewards, la.repeat_detours)
-            looked.update(group)
-            self._look(group, cands, rewards, score, info["initial_cost"])
-            propose = not (len(group) and score[group].max() > 0)
+            group = _non_improving(k, rule_of, rewards, len(cands))
+            # nearest the last detour first (op ids are a topological order), a few at a time
+            group = sorted(group, key=lambda i: abs(min(cands[i].location) - self.last_detour_at))
+            group = group[:la.repeat_detours]
+            for start in range(0, len(group), max(1, la.detour_locations)):
+                chunk = group[start:start + max(1, la.detour_locations)]
+                looked.update(chunk)
+                self._look(chunk, cands, rewards, score, info["initial_cost"])
+                if score[chunk].max() > 0:
+                    propose = False
+                    break
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
             for n, group in enumerate(self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)):
                 group = [k for k in group if k not in looked]
@@ -347,4 +357,5 @@ class ControllerAgent:
         self.trace.append((int(info["step"]), xfer, loc, float(score[k])))
         if xfer != stop and self._rewards[k - 1] <= 0:
             self.last_detour_rule = xfer
+            self.last_detour_at = min(self.env.candidates(xfer)[loc].location)
         return np.array([xfer, loc])
