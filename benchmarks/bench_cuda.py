@@ -113,6 +113,11 @@ def torch_runtime(name: str, math: str) -> float | None:
     return sorted(times)[len(times) // 2]
 
 
+def _middle(values: list[float]) -> float:
+    """The middle value (the upper of the two middle ones of an even count)."""
+    return sorted(values)[len(values) // 2]
+
+
 def bench_model(name: str, model, args) -> dict:
     g = te.load_onnx(name) if name.endswith(".onnx") else te.graphs.build(name, seed=None)
     opaque = "host" if any(o.type == "Opaque" for o in g.ops) else "error"
@@ -125,21 +130,18 @@ def bench_model(name: str, model, args) -> dict:
     est = [model.graph_cost(x) for x in graphs]
     misses = getattr(model, "misses", 0)
 
-    def measured(xs, runs=None):  # each graph: the median over fresh executors of each one's median of 30 replays
-        out = []
-        for x in xs:
-            each = [cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms
-                    for _ in range(args.executors_per_graph)]
-            out.append(sorted(each)[len(each) // 2])
-            if runs is not None:
-                runs.append(each)
-        return out
+    def runs_of(xs):  # per graph: each fresh executor's median of 30 replays
+        return [[cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms
+                 for _ in range(args.executors_per_graph)] for x in xs]
 
-    runs = []
-    meas = measured(graphs, runs)
+    def measured(xs):  # per graph: the middle of its executors' medians
+        return [_middle(each) for each in runs_of(xs)]
+
+    runs = runs_of(graphs)
+    meas = [_middle(each) for each in runs]
     # the noise floor: the original measured again by fresh executors, in the same way
     again = measured([g] * args.noise_executors)
-    noise = (max(again) - min(again)) / sorted(again)[len(again) // 2] if again else float("nan")
+    noise = (max(again) - min(again)) / _middle(again) if again else float("nan")
     path = [g] + (cost_table.greedy_path(g, args.candidates, model=model) if args.path else [])
     path_est = [model.graph_cost(x) for x in path]
     path_meas = measured(path)
@@ -159,7 +161,7 @@ def bench_model(name: str, model, args) -> dict:
            "executors_per_graph": args.executors_per_graph,
            "est_speedup": r.speedup, "measured_speedup": orig.median_ms / opt.median_ms,
            "est_ms": r.initial_cost, "spearman": spearman(est, meas), "candidates": len(graphs),
-           "measured_spread": (max(meas) - min(meas)) / sorted(meas)[len(meas) // 2], "noise_floor": noise,
+           "measured_spread": (max(meas) - min(meas)) / _middle(meas), "noise_floor": noise,
            "path_est_ms": path_est, "path_measured_ms": path_meas,
            "spearman_path": spearman(path_est, path_meas) if len(path) > 2 else float("nan"),
            "path_graphs": len(path), "path_est_speedup": path_est[0] / path_est[-1],

@@ -164,7 +164,6 @@ class ControllerAgent:
         self.visited: set[int] = set()  # hashes of the graphs this episode went through
         self.last_detour_rule: int | None = None  # the rule of the last detour taken this episode
         self.last_detour_at = 0  # and the first op (id) of its location
-        self._rewards = np.zeros(0)  # the last scored candidates' real rewards
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
         self._encode = tf.function(vae.encode, input_signature=[graphs_tuple_signature()])
@@ -243,28 +242,30 @@ class ControllerAgent:
         self._look(picks, cands, rewards, score, info["initial_cost"])
         looked = set(picks)
         if propose and self.last_detour_rule in xfers and la.repeat_detours > 0 and not self.explore:
-            # the rule of the detour last taken first: its valley often repeats block after block
-            k = int(np.flatnonzero(xfers == self.last_detour_rule)[0])
-            group = _non_improving(k, rule_of, rewards, len(cands))
+            # the rule of the detour last taken first: its valley often repeats block after block,
             # nearest the last detour first (op ids are a topological order), a few at a time
-            group = sorted(group, key=lambda i: abs(min(cands[i].location) - self.last_detour_at))
-            group = group[:la.repeat_detours]
-            for start in range(0, len(group), max(1, la.detour_locations)):
-                chunk = group[start:start + max(1, la.detour_locations)]
-                looked.update(chunk)
-                self._look(chunk, cands, rewards, score, info["initial_cost"])
-                if score[chunk].max() > 0:
-                    propose = False
-                    break
+            k = int(np.flatnonzero(xfers == self.last_detour_rule)[0])
+            group = sorted(_non_improving(k, rule_of, rewards, len(cands)),
+                           key=lambda i: abs(min(cands[i].location) - self.last_detour_at))[:la.repeat_detours]
+            size = max(1, la.detour_locations)
+            chunks = [group[i:i + size] for i in range(0, len(group), size)]
+            propose = not self._look_until_one_pays(chunks, looked, cands, rewards, score, info["initial_cost"])
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
-            for n, group in enumerate(self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)):
-                group = [k for k in group if k not in looked]
-                looked.update(group)
-                self._look(group, cands, rewards, score, info["initial_cost"])
-                if n + 1 >= la.detour_rounds or (len(group) and score[group].max() > 0):
-                    break
-        self._rewards = rewards
+            rounds = self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)[:max(1, la.detour_rounds)]
+            self._look_until_one_pays(rounds, looked, cands, rewards, score, info["initial_cost"])
         return actions, score
+
+    def _look_until_one_pays(self, rounds: list[list[int]], looked: set[int], cands: list, rewards: np.ndarray,
+                             score: np.ndarray, initial_cost: float) -> bool:
+        """Looks at the candidates of each round not looked at yet (`_look`), round after
+        round, until one scores above stop; whether one did."""
+        for group in rounds:
+            group = [k for k in group if k not in looked]
+            looked.update(group)
+            self._look(group, cands, rewards, score, initial_cost)
+            if group and score[group].max() > 0:
+                return True
+        return False
 
     def _look(self, picks: list[int], cands: list, rewards: np.ndarray, score: np.ndarray,
               initial_cost: float) -> None:
@@ -355,7 +356,6 @@ class ControllerAgent:
             k = int(np.argmax(score))
         xfer, loc = actions[k]
         self.trace.append((int(info["step"]), xfer, loc, float(score[k])))
-        if xfer != stop and self._rewards[k - 1] <= 0:
-            self.last_detour_rule = xfer
-            self.last_detour_at = min(self.env.candidates(xfer)[loc].location)
+        if xfer != stop and (taken := self.env.candidates(xfer)[loc]).cost_delta >= 0:  # a detour
+            self.last_detour_rule, self.last_detour_at = xfer, min(taken.location)
         return np.array([xfer, loc])

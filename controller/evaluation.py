@@ -148,7 +148,9 @@ def training_graphs(run_dir: Path | None) -> list[str]:
 
 def episode_graph(env, agent, seed: int):
     """Plays one episode; returns the cheapest graph it visited (an agent that rewrites
-    past its best point keeps the best), the steps taken and the step that reached it."""
+    past its best point keeps the best), the rules of the actions taken (one per step, the
+    last a stop where the agent stopped) and the step that reached it (the rewrites that
+    led to it: rules[:best_step])."""
     base = env.unwrapped
     visited = []
 
@@ -159,7 +161,7 @@ def episode_graph(env, agent, seed: int):
     ep = run_episode(env, recording, seed, record=False, options={"graph": base.graph_names[0]})
     visited.append(base.graph)
     best_step = int(np.argmin([g.cost() for g in visited]))
-    return visited[best_step], ep.metrics["steps"], best_step
+    return visited[best_step], [int(a[0]) for a in ep.actions], best_step
 
 
 def _curves(run_dir: Path | None, rows: list[Row], agents) -> dict[str, list[dict]]:
@@ -229,13 +231,14 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                 best_step = steps
                 enumerations = result.expansions
             elif agent in LEARNED:
-                best, steps, best_step = episode_graph(env, policy, config.seed)
+                best, taken, best_step = episode_graph(env, policy, config.seed)
+                steps = len(taken)
                 used = used_steps[agent]
             else:
                 best, best_cost = graph, graph.cost()
                 for k in range(config.random_episodes):
-                    g, s, _ = episode_graph(env, policy, config.seed + k)
-                    steps += s
+                    g, taken, _ = episode_graph(env, policy, config.seed + k)
+                    steps += len(taken)
                     if g.cost() < best_cost:
                         best, best_cost = g, g.cost()
             seconds = time.perf_counter() - start

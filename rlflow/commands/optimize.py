@@ -127,18 +127,11 @@ def _with_agent(graph, args: argparse.Namespace):
     t0 = time.perf_counter()
     agent = learned_agent(args.agent, Path(args.run), env)
     load_s = time.perf_counter() - t0
-    taken = []  # the rules of the rewrites the agent made, in order
-
-    def recording(obs, info, rng):
-        action = agent(obs, info, rng)
-        taken.append(int(action[0]))
-        return action
-
     start, work = time.perf_counter(), real_work.counts()
-    best, steps, best_step = episode_graph(env, recording, args.seed)
-    seconds, work = time.perf_counter() - start, real_work.since(work)
+    best, taken, best_step = episode_graph(env, agent, args.seed)
+    seconds, work, steps = time.perf_counter() - start, real_work.since(work), len(taken)
     names = rules_module.default().names()
-    fired = Counter(names[xfer] for xfer in taken[:best_step])  # those that led to the graph returned
+    fired = Counter(names[xfer] for xfer in taken[:best_step])  # the rewrites that led to the graph returned
     print(f"# {graph.name}: the {args.agent} agent of {args.run} ({args.cost_model})")
     initial, final = graph.cost(), best.cost()
     _print_costs(graph, best, initial, final)
