@@ -75,7 +75,8 @@ cdef extern from "executor.h" namespace "taso::cuda":
         int num_steps()
         size_t arena_bytes()
         int fused_ops()
-        const vector[int]& conv_epilogue_ops()
+        const vector[int]& fused_into()
+        const vector[int]& fused_kind()
         const map[int, OpPlan]& conv_choices()
 
 

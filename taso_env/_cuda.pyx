@@ -157,9 +157,12 @@ cdef class GpuExecutor:
         return self._get().fused_ops()
 
     @property
-    def conv_epilogue_ops(self):
-        """Op ids run in a convolution's epilogue (csrc/gpu/fusion.h)."""
-        return list(self._get().conv_epilogue_ops())
+    def fused_steps(self):
+        """Per op: (the op whose step computes it, that step's kind) where that is not
+        its own step (kind 'conv', 'gemm', 'chain' or 'view'; a view is its own), else None."""
+        kinds = {1: "conv", 2: "gemm", 3: "chain", 4: "view"}
+        into, kind = self._get().fused_into(), self._get().fused_kind()
+        return [(into[i], kinds[kind[i]]) if kind[i] else None for i in range(len(into))]
 
     def conv_choices(self):
         """{conv op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each

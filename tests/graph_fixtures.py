@@ -97,6 +97,9 @@ CONV_EPILOGUE_OPS = {"relu": ["Relu"], "relu6": ["Clip"], "add_hardswish": ["Add
                      "clip_not_relu6": [], "add": ["Add"], "add_swapped_relu": ["Add", "Relu"],
                      "add_relu": ["Add", "Relu"], "two_convs_add_relu": ["Add", "Relu"], "conv_read_twice": [],
                      "relu_is_output": ["Add"], "broadcast_add": [], "asym_pads_strided": ["Add", "Relu"]}
+# pattern -> the types of the ops that, unfused into the convolution, join the element-wise
+# chain of the op before them (taso/epilogue.h): priced at nothing as well
+CONV_PATTERN_CHAIN_OPS = {"conv_read_twice": ["Add"], "broadcast_add": ["Relu"]}
 
 
 def epilogue_free_ops(graph: te.Graph, fused, alone) -> tuple[list[int], list[float], list[float]]:

@@ -215,18 +215,27 @@ def test_detours_of_later_rounds_are_looked_at_when_the_first_round_finds_nothin
     assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
 
 
+def _table_pricing_ops_alone():
+    from taso_env import shipped_data
+    from taso_env.engine.cost_model import TableCostModel
+
+    return TableCostModel(shipped_data.cost_tables()["h100_fp32"], fused_epilogues=False)
+
+
 def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley(models_dir):
-    """t5_small_encoder under the H100 table: greedy stops where commuting a Mul (free),
-    re-associating it (a hair cheaper) and folding the two constant factors (a kernel
-    less) would pay. A detour that loses nothing, whose next rewrite breaks even, is
-    followed one rewrite further and taken; not followed, the agent stops where greedy does."""
+    """t5_small_encoder under the H100 table pricing every op alone (the executor's
+    fusions unpriced): greedy stops where commuting a Mul (free), re-associating it (a
+    hair cheaper) and folding the two constant factors (a kernel less) would pay. A
+    detour that loses nothing, whose next rewrite breaks even, is followed one rewrite
+    further and taken; not followed, the agent stops where greedy does. (Priced with the
+    executor's fusions, this valley saves nothing: the factors' Muls run in fused steps.)"""
     from taso_env import rules as rules_module
     from taso_env.env.episode import run_episode
     from taso_env.env.policies import GreedyPolicy
     from taso_env.env.rewrite_env import GraphRewriteEnv
 
     t5 = models_dir / "coverage" / "t5_small_encoder.onnx"
-    env = GraphRewriteEnv(str(t5), horizon=40, cost_model="table:h100_fp32")
+    env = GraphRewriteEnv(str(t5), horizon=40, cost_model=_table_pricing_ops_alone())
     greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
     commute = rules_module.default().names().index("commute_mul")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
@@ -241,7 +250,7 @@ def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley(models_dir):
 
 
 def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_optimum(models_dir):
-    """t5_small_encoder's valley repeats in every block. M proposes `commute_mul` at the
+    """t5_small_encoder's valley (priced op by op, as above) repeats in every block. M proposes `commute_mul` at the
     first local optimum only: without `repeat_detours` the agent crosses one valley and
     stops; with it, the rule that just paid is looked at first at each next optimum and
     the agent crosses more of them, asking M nothing more while that rule pays."""
@@ -250,7 +259,7 @@ def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_opti
     from taso_env.env.rewrite_env import GraphRewriteEnv
 
     t5 = models_dir / "coverage" / "t5_small_encoder.onnx"
-    env = GraphRewriteEnv(str(t5), horizon=60, cost_model="table:h100_fp32")
+    env = GraphRewriteEnv(str(t5), horizon=60, cost_model=_table_pricing_ops_alone())
     commute = rules_module.default().names().index("commute_mul")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     asked = []

@@ -215,6 +215,7 @@ class Executor:
         self.math = _check_math(math)
         self.opaque_ids = _opaque_ops(graph) if opaque == "host" else []
         self._weights = {**graph.weights, **(weights or {})}
+        self._op_types = [op.type for op in graph.ops]
         if isinstance(plan, str):
             if plan != "auto":
                 raise ValueError(f"plan must be 'auto', None or a {{op id: choices}} mapping, got {plan!r}")
@@ -274,9 +275,22 @@ class Executor:
 
     @property
     def conv_epilogue_ops(self) -> list[int]:
-        """Op ids run in a convolution's epilogue: the ops the table cost model prices
-        at nothing (taso/epilogue.h) unless a tuning plan keeps their convolution unfused."""
-        return self._ex.conv_epilogue_ops
+        """Op ids run in a convolution's epilogue (the activation or Add whose step the
+        convolution runs, and a residual Add before such an activation), in id order: ops
+        the table cost model prices at nothing (taso/epilogue.h) unless a tuning plan keeps
+        their convolution unfused."""
+        steps = self.fused_steps
+        out = {s[0] for s in steps if s and s[1] == "conv"}  # the steps' own ops
+        out |= {i for i, s in enumerate(steps) if s and s[1] == "conv" and s[0] != i and
+                self._op_types[i] != "Conv2D"}
+        return sorted(out)
+
+    @property
+    def fused_steps(self) -> list[tuple[int, str] | None]:
+        """Per op: (the op whose step computes it, "conv" / "gemm" / "chain" / "view")
+        where the executor runs it in another op's step (a view: in no step), else None;
+        what the table cost model's fused-step rules (taso/epilogue.h) price."""
+        return self._ex.fused_steps
 
     def conv_choices(self) -> dict[int, dict[str, int]]:
         """{Conv2D op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each

@@ -36,7 +36,7 @@ double CostModel::op_cost_ms(const Graph& graph, int op_id, const std::vector<ch
 std::vector<double> CostModel::op_costs_ms(const Graph& graph) const {
   std::vector<char> constant = constant_ops(graph);
   std::vector<char> absorbed;
-  if (runs_conv_epilogues()) absorbed = conv_epilogue_ops(graph, constant);
+  if (runs_fused_steps()) absorbed = fused_step_ops(graph, constant);
   std::vector<double> costs(graph.num_ops());
   for (int i = 0; i < graph.num_ops(); ++i)
     costs[i] = absorbed.empty() || !absorbed[i] ? op_cost_ms(graph, i, constant) : 0.0;

@@ -8,12 +8,13 @@
 // where an input's hash changes. Both are propagated from the replaced tensors through
 // their consumers in op-id (= topological) order, touching only the affected ops.
 //
-// Where the model runs convolution epilogues (taso/epilogue.h), whether an op runs in
-// one depends on its producers and on how many ops read them, so a kept op near the
-// rewrite can start or stop costing nothing: the kept Adds and activations that read a
-// replaced tensor, a tensor a removed or target op read, or an op whose constant-ness
-// changed (and the activations reading such Adds) are judged again as the child will
-// have them (EpilogueChild), with the same rule as a whole graph.
+// Where the model prices fused steps (taso/epilogue.h), whether an op runs in another
+// op's step depends on its producers, on how many ops read them and on their own
+// verdicts, so a kept op near the rewrite can start or stop costing nothing: the kept
+// ops that read a replaced tensor, a tensor a removed or target op read, or an op whose
+// constant-ness changed, and then the readers of every op whose verdict changed, are
+// judged again as the child will have them (EpilogueChild), with the same rule as a
+// whole graph, until no verdict changes.
 #include <algorithm>
 #include <functional>
 
@@ -36,10 +37,10 @@ bool constant_in_child(const GraphFacts& f, int id, uint32_t gen) {
   return f.scratch.changed[id] == gen ? f.scratch.constant[id] : f.constant[id];
 }
 
-// The child graph as the epilogue rule sees it, without building it: a tensor is an
+// The child graph as the fused-step rules see it, without building it: a tensor is an
 // output of a kept op or of a target op. judge() decides, for the target ops and for
-// the kept ops whose verdict can change (added to `recost`), whether they run in a
-// convolution's epilogue in the child (target_absorbed; the scratch's absorbed marks).
+// the kept ops whose verdict can change (added to `recost`), which step they run in in
+// the child (target_absorbed; the scratch's absorbed marks).
 struct EpilogueChild {
   struct Tensor {
     bool target;
@@ -58,6 +59,7 @@ struct EpilogueChild {
   uint32_t gen;
   const std::vector<std::vector<TensorType>>& target_types;
   std::vector<char>& target_absorbed;
+  mutable std::vector<TensorType> producer_types;  // feed()'s scratch
 
   bool removed_op(int id) const { return std::binary_search(removed.begin(), removed.end(), id); }
   Tensor of_ref(const Ref& r) const {
@@ -76,39 +78,48 @@ struct EpilogueChild {
     for (const auto& use : f.consumers[t.op][t.index]) n += !removed_op(use.first);
     return n;
   }
+  bool graph_output(const Tensor& t) const {
+    bool out = !t.target && f.output_tensors.count(TensorRef{t.op, t.index}) > 0;
+    for (size_t j = 0; j < replaced.size(); ++j)
+      out = out || (of_ref(replaced_by[j]) == t && f.output_tensors.count(replaced[j].first) > 0);
+    return out;
+  }
+  // A kept op's verdict in the child as far as judged (the parent's where not judged).
+  Fused kept_verdict(int id) const {
+    return static_cast<Fused>(f.scratch.recost[id] == gen ? f.scratch.absorbed[id] : f.absorbed[id]);
+  }
+  // The producer-side rules read only producer-side verdicts (fused_step_ops judges the
+  // reader-side ones last).
+  static Fused producer_side(Fused v) { return v == Fused::kView || v == Fused::kGemmScale ? Fused::kNone : v; }
+
   EpilogueFeed feed(const Tensor& t) const {
     EpilogueFeed out;
     if (t.index != 0 || t.op < 0) return out;
-    if (!t.target) {
-      TensorRef ref{t.op, t.index};
-      out.uses = kept_uses(ref);
-      out.graph_output = f.output_tensors.count(ref) > 0;
-    }
+    if (!t.target) out.uses = kept_uses(TensorRef{t.op, t.index});
+    out.graph_output = graph_output(t);
     for (size_t j = 0; j < replaced.size(); ++j)  // kept readers now reading it instead
-      if (of_ref(replaced_by[j]) == t) {
-        out.uses += kept_uses(replaced[j].first);
-        out.graph_output = out.graph_output || f.output_tensors.count(replaced[j].first) > 0;
-      }
+      if (of_ref(replaced_by[j]) == t) out.uses += kept_uses(replaced[j].first);
     for (const PlannedOp& po : plan.ops)
       if (po.present)
         for (const Ref& r : po.inputs) out.uses += of_ref(r) == t;
     if (t.target) {
       out.op = &plan.ops[t.op].op;
       out.constant = plan.ops[t.op].constant;
-      out.absorbed = target_absorbed[t.op];
+      out.fused = producer_side(static_cast<Fused>(target_absorbed[t.op]));
+      describe_kernel(&out, target_types[t.op]);
     } else {
       out.op = &g.ops()[t.op];
       out.constant = constant_in_child(f, t.op, gen);
-      out.absorbed = f.scratch.recost[t.op] == gen ? f.scratch.absorbed[t.op] : f.absorbed[t.op];
+      out.fused = producer_side(kept_verdict(t.op));
+      producer_types.clear();
+      for (const TensorRef& r : out.op->inputs) producer_types.push_back(g.tensor_type(r));  // as in the child
+      describe_kernel(&out, producer_types);
     }
     return out;
   }
 
-  static bool may_run_in_epilogue(const Op& op) {
-    return op.type == OpType::kAdd || epilogue_activation(op) != EpilogueActivation::kNone;
-  }
   void add(int id, std::vector<int>& recost) const {
-    if (id < 0 || removed_op(id) || f.scratch.recost[id] == gen || !may_run_in_epilogue(g.ops()[id])) return;
+    if (id < 0 || removed_op(id) || f.scratch.recost[id] == gen || !may_run_fused(g.ops()[id])) return;
     f.scratch.recost[id] = gen;
     f.scratch.absorbed[id] = f.absorbed[id];
     recost.push_back(id);
@@ -135,32 +146,140 @@ struct EpilogueChild {
       if (po.present)
         for (const Ref& r : po.inputs)
           if (r.is_var) add_readers(m.vars[r.var], recost);
-    for (size_t k = 0; k < recost.size(); ++k)  // activations read an Add's verdict
-      if (g.ops()[recost[k]].type == OpType::kAdd) add_readers_of(recost[k], recost);
-    // Adds first (their rule reads convolutions only), then the rest.
-    for (int pass = 0; pass < 2; ++pass) {
-      EpilogueFeed feeds[2];
+    // A verdict depends on the producers' verdicts: judge again until none changes (the
+    // graph is acyclic, so this ends with the verdicts of a topological pass), adding the
+    // readers of every kept op whose verdict is no longer the parent's.
+    std::vector<int> expanded;
+    EpilogueFeed feeds[2];
+    std::vector<TensorType> in;
+    for (bool again = true; again;) {
+      again = false;
       for (size_t i = 0; i < plan.ops.size(); ++i) {
         const PlannedOp& po = plan.ops[i];
-        if (!po.present || po.constant || (po.op.type == OpType::kAdd) != (pass == 0)) continue;
+        if (!po.present || po.constant) continue;
         feeds[0] = feeds[1] = EpilogueFeed{};
         for (size_t k = 0; k < po.inputs.size() && k < 2; ++k) feeds[k] = feed(of_ref(po.inputs[k]));
-        target_absorbed[i] = runs_in_conv_epilogue(po.op, target_types[i], feeds);
+        const char v = static_cast<char>(fused_step_of(po.op, target_types[i], feeds));
+        again = again || v != target_absorbed[i];
+        target_absorbed[i] = v;
       }
-      std::vector<TensorType> in;
-      for (int id : recost) {
+      for (size_t k = 0; k < recost.size(); ++k) {
+        const int id = recost[k];
         const Op& op = g.ops()[id];
-        if ((op.type == OpType::kAdd) != (pass == 0)) continue;
-        f.scratch.absorbed[id] = 0;
-        if (constant_in_child(f, id, gen)) continue;
-        feeds[0] = feeds[1] = EpilogueFeed{};
-        in.clear();
-        for (size_t k = 0; k < op.inputs.size(); ++k) {
-          in.push_back(g.tensor_type(op.inputs[k]));
-          if (k < 2) feeds[k] = feed(resolve(op.inputs[k]));
+        char v = 0;
+        if (!constant_in_child(f, id, gen)) {
+          feeds[0] = feeds[1] = EpilogueFeed{};
+          in.clear();
+          for (size_t j = 0; j < op.inputs.size(); ++j) {
+            in.push_back(g.tensor_type(op.inputs[j]));
+            if (j < 2) feeds[j] = feed(resolve(op.inputs[j]));
+          }
+          v = static_cast<char>(fused_step_of(op, in, feeds));
         }
-        f.scratch.absorbed[id] = runs_in_conv_epilogue(op, in, feeds);
+        again = again || v != f.scratch.absorbed[id];
+        f.scratch.absorbed[id] = v;
       }
+      const size_t judged = recost.size();
+      for (size_t k = 0; k < judged; ++k) {
+        const int id = recost[k];
+        if (f.scratch.absorbed[id] == f.absorbed[id] ||
+            std::find(expanded.begin(), expanded.end(), id) != expanded.end())
+          continue;
+        expanded.push_back(id);
+        add_readers_of(id, recost);
+      }
+      again = again || recost.size() > judged;
+    }
+    judge_by_readers(recost);
+  }
+
+  // The ops that read output 0 of `t` in the child, with what the reader rules need.
+  void readers_of(const Tensor& t, std::vector<ReaderFeed>& out) const {
+    out.clear();
+    auto kept_reader = [&](int id) {
+      ReaderFeed r{&g.ops()[id], kept_verdict(id)};
+      producer_types.clear();
+      for (const TensorRef& x : r.op->inputs) producer_types.push_back(g.tensor_type(x));
+      describe_reader(&r, producer_types);
+      out.push_back(r);
+    };
+    auto kept_readers = [&](const TensorRef& ref) {
+      for (const auto& use : f.consumers[ref.op][ref.index])
+        if (!removed_op(use.first)) kept_reader(use.first);
+    };
+    if (!t.target) kept_readers(TensorRef{t.op, t.index});
+    for (size_t j = 0; j < replaced.size(); ++j)
+      if (of_ref(replaced_by[j]) == t) kept_readers(replaced[j].first);
+    for (size_t i = 0; i < plan.ops.size(); ++i) {
+      const PlannedOp& po = plan.ops[i];
+      if (!po.present) continue;
+      for (const Ref& r : po.inputs)
+        if (of_ref(r) == t) {
+          ReaderFeed rf{&po.op, static_cast<Fused>(target_absorbed[i])};
+          describe_reader(&rf, target_types[i]);
+          out.push_back(rf);
+        }
+    }
+  }
+  bool constant_scalar(const Tensor& t, const TensorType& type) const {
+    if (t.op < 0) return false;
+    return is_constant_scalar(t.target ? plan.ops[t.op].op : g.ops()[t.op], type);
+  }
+
+  // The ops judged by their readers (taso/epilogue.h), once every producer-side verdict
+  // is known: the target ops, and the kept ops whose readers or whose readers' verdicts
+  // may have changed (added to `recost` where their verdict is no longer the parent's).
+  void judge_by_readers(std::vector<int>& recost) const {
+    std::vector<ReaderFeed> readers;
+    for (size_t i = 0; i < plan.ops.size(); ++i) {
+      const PlannedOp& po = plan.ops[i];
+      if (!po.present || po.constant || target_absorbed[i] || !may_run_in_reader(po.op)) continue;
+      bool scalar[2] = {false, false};
+      for (size_t k = 0; k < po.inputs.size() && k < 2; ++k)
+        scalar[k] = constant_scalar(of_ref(po.inputs[k]), target_types[i][k]);
+      const Tensor self{true, static_cast<int>(i), 0};
+      readers_of(self, readers);
+      target_absorbed[i] = static_cast<char>(fused_by_readers(po.op, target_types[i], scalar, graph_output(self), readers));
+    }
+    std::vector<int> cands;
+    auto consider = [&](int id) {
+      if (id >= 0 && !removed_op(id) && may_run_in_reader(g.ops()[id])) cands.push_back(id);
+    };
+    for (int id : recost) {
+      consider(id);
+      for (const TensorRef& t : g.ops()[id].inputs) {  // their readers' verdicts may have changed
+        const Tensor p = resolve(t);
+        if (!p.target) consider(p.op);
+      }
+    }
+    for (int r : removed)  // they lose a reader
+      for (const TensorRef& t : g.ops()[r].inputs) consider(t.op);
+    for (const PlannedOp& po : plan.ops)  // they gain one
+      if (po.present)
+        for (const Ref& r : po.inputs)
+          if (r.is_var) consider(m.vars[r.var].op);
+    std::sort(cands.begin(), cands.end());
+    cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+    std::vector<TensorType> in;
+    for (int id : cands) {
+      const Op& op = g.ops()[id];
+      if (op.outputs.size() != 1 || constant_in_child(f, id, gen)) continue;
+      if (producer_side(kept_verdict(id)) != Fused::kNone) continue;  // a producer-side step
+      in.clear();
+      bool scalar[2] = {false, false};
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        in.push_back(g.tensor_type(op.inputs[k]));
+        if (k < 2) scalar[k] = constant_scalar(resolve(op.inputs[k]), in.back());
+      }
+      const Tensor self{false, id, 0};
+      readers_of(self, readers);
+      const char v = static_cast<char>(fused_by_readers(op, in, scalar, graph_output(self), readers));
+      if (f.scratch.recost[id] != gen) {
+        if (v == f.absorbed[id]) continue;
+        f.scratch.recost[id] = gen;
+        recost.push_back(id);
+      }
+      f.scratch.absorbed[id] = v;
     }
   }
 };

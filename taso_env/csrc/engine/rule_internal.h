@@ -43,8 +43,8 @@ struct GraphFacts {
   std::set<TensorRef> output_tensors;
   std::vector<char> constant;
   std::vector<int64_t> raw_units;  // each op's cost priced alone (0 for constant and source ops)
-  std::vector<int64_t> op_units;   // what it costs in the graph: 0 where it runs in an epilogue
-  std::vector<char> absorbed;      // per op: runs in a convolution's epilogue (empty: the model has none)
+  std::vector<int64_t> op_units;   // what it costs in the graph: 0 where it runs in another op's step
+  std::vector<char> absorbed;      // per op: the Fused kind of the step it runs in (empty: the model fuses none)
   std::vector<std::vector<int>> ops_by_type;
   bool hashes = false;
   std::vector<uint64_t> local_hash, merkle;
@@ -56,7 +56,7 @@ struct GraphFacts {
     std::vector<uint32_t> queued, changed, replaced;
     std::vector<uint64_t> hash;
     std::vector<char> constant;
-    std::vector<uint32_t> recost;  // kept ops priced again (their epilogue verdict judged)
+    std::vector<uint32_t> recost;  // kept ops priced again (their fused-step verdict judged)
     std::vector<char> absorbed;    // the child's verdict of those
   };
   mutable Scratch scratch;
@@ -89,8 +89,8 @@ struct GraphFacts {
                            ? (*known)[i]
                            : cost_units(model->op_cost_ms(g, i, constant));
       op_units = raw_units;
-      if (model->runs_conv_epilogues()) {
-        absorbed = conv_epilogue_ops(g, constant, consumers);
+      if (model->runs_fused_steps()) {
+        absorbed = fused_step_ops(g, constant, consumers);
         for (int i = 0; i < g.num_ops(); ++i)
           if (absorbed[i]) op_units[i] = 0;
       }

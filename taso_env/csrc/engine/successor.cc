@@ -86,10 +86,13 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   GraphFacts parent(graph, &model);
   int radius = 0;
   for (int r = 0; r < size(); ++r) radius = std::max(radius, near_radius(r));
-  // Where ops can run in a convolution's epilogue, a match's cost delta also depends on
-  // the verdicts of the ops within two hops of it (an activation after a residual Add):
-  // the change then reaches two hops farther (distances within them count as 0).
-  const int slack = parent.absorbed.empty() ? 0 : 2;
+  // Where ops can run in another op's step, a match's cost delta also reads the state of
+  // ops farther out: the co-readers of its inputs (2 hops) are judged again, verdicts
+  // follow one another 2 hops further (a GEMM's bias Add, its residual Add, the chain op
+  // reading it), and judging an op reads its producers (1), their readers and the
+  // producers of a reader-judged op's inputs (1): the change then reaches 6 hops farther
+  // (distances within them count as 0).
+  const int slack = parent.absorbed.empty() ? 0 : 6;
   for (const Candidate& c : cands) {  // candidates of another graph or rule set are refused
     if (c.rule_id < 0 || c.rule_id >= size())
       throw ValueError("candidate of rule id " + std::to_string(c.rule_id) + ": no such rule in this rule set");

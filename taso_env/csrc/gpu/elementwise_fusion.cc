@@ -3,6 +3,8 @@
 // (instructions, input access modes, launch variant) that one step runs.
 #include "elementwise_fusion.h"
 
+#include "taso/epilogue.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -49,29 +51,19 @@ bool instruction_of(OpType type, FusedOp* code) {
   }
 }
 
-// A float32 element-wise op a chain can evaluate (every input float32 too).
-bool chain_op(const Graph& graph, int id) {
-  const Op& op = graph.op(id);
-  FusedOp code;
-  if (!instruction_of(op.type, &code) || op.outputs.size() != 1 || op.outputs[0].dtype != kFloat32)
-    return false;
-  for (const TensorRef& r : op.inputs)
-    if (graph.tensor_type(r).dtype != kFloat32) return false;
-  return true;
+// The element-wise ops and softmaxes a chain can evaluate: the pricing's rule
+// (taso/epilogue.h).
+std::vector<TensorType> input_types(const Graph& graph, int id) {
+  std::vector<TensorType> in;
+  for (const TensorRef& r : graph.op(id).inputs) in.push_back(graph.tensor_type(r));
+  return in;
 }
-
-// A float32 Softmax over the last axis (graph construction normalises the axis; a
-// negative one is accepted as well).
+bool chain_op(const Graph& graph, int id) {
+  FusedOp code;
+  return instruction_of(graph.op(id).type, &code) && chain_elementwise(graph.op(id), input_types(graph, id));
+}
 bool last_axis_softmax(const Graph& graph, int id) {
-  const Op& op = graph.op(id);
-  if (op.type != OpType::kSoftmax || op.inputs.size() != 1 || op.outputs.size() != 1) return false;
-  const TensorType& y = op.outputs[0];
-  if (y.dtype != kFloat32 || graph.tensor_type(op.inputs[0]).dtype != kFloat32 || y.shape.empty())
-    return false;
-  const int64_t rank = static_cast<int64_t>(y.shape.size());
-  int64_t axis = op.attrs.get_int("axis");
-  if (axis < 0) axis += rank;
-  return axis == rank - 1;
+  return taso::last_axis_softmax(graph.op(id), input_types(graph, id));
 }
 
 // The order the kernel evaluates a chain's ops in: depth-first from the chain's result,

@@ -1,4 +1,5 @@
-// Element-wise chains, the executor's decision (invisible to the graph and its cost):
+// Element-wise chains, the executor's decision (invisible to the graph; the table cost
+// model prices their common form by taso/epilogue.h, whose op rules this planner uses):
 // float32 element-wise ops (Add, Sub, Mul, Div, Relu, Sigmoid, Tanh, Erf, Gelu, Sqrt,
 // Exp, Clip, HardSigmoid, HardSwish) run as chains, each one launch of the fused kernel
 // (kernels_fused.h) that computes every op of the chain in registers and writes only the

@@ -210,10 +210,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
                                    res_->float_dtype);
   const ViewPlan& views = *plan.views;
   fused_ops_ = plan.fused_ops;
-  conv_epilogue_ops_.clear();
-  for (int id = 0; id < n_ops; ++id)  // the step's op (an activation or Add) and a residual Add before it
-    if (plan.convs.at[id].conv >= 0 || (plan.convs.skip[id] && graph_.op(id).type != OpType::kConv2D))
-      conv_epilogue_ops_.push_back(id);
+  record_fused_steps(graph_, plan, &fused_into_, &fused_kind_);
   // With fusion, in-place Concats' inputs are written into their slices of its buffer,
   // contiguous Split parts are slices of their input's buffer, and the aliases of either
   // (Reshapes after them) follow.

@@ -113,9 +113,11 @@ class Executor {
   int num_steps() const { return static_cast<int>(steps_.size()); }
   // Ops folded into a convolution's epilogue by the executor (fusion.h).
   int fused_ops() const { return fused_ops_; }
-  // Ops run in a convolution's epilogue (fusion.h; the ops taso/epilogue.h's rule names
-  // unless a tuning plan keeps a convolution unfused), in op-id order.
-  const std::vector<int>& conv_epilogue_ops() const { return conv_epilogue_ops_; }
+  // Per op: the op whose step computes it when that is another op's (the last op of its
+  // convolution epilogue, GEMM fusion or element-wise chain; for a view, itself), else
+  // -1; and that step's kind (step_plan.h's StepKind).
+  const std::vector<int>& fused_into() const { return fused_into_; }
+  const std::vector<int>& fused_kind() const { return fused_kind_; }
   // Conv2D op id -> the cuDNN choice its step runs (algorithm, math type, fused call).
   const std::map<int, OpPlan>& conv_choices() const { return res_->chosen; }
   size_t arena_bytes() const { return arena_.bytes(); }
@@ -147,7 +149,7 @@ class Executor {
   std::vector<Step> steps_;
   bool constants_dirty_ = true;
   int fused_ops_ = 0;
-  std::vector<int> conv_epilogue_ops_;
+  std::vector<int> fused_into_, fused_kind_;
   cudaGraph_t cuda_graph_ = nullptr;
   cudaGraphExec_t cuda_graph_exec_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;

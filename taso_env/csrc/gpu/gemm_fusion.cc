@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gemm_lt.h"
+#include "taso/epilogue.h"
 #include "kernels.h"
 #include "library_util.h"
 
@@ -20,33 +21,11 @@ std::vector<int64_t> batch_dims(const std::vector<int64_t>& shape, size_t rank) 
   return b;
 }
 
-// A [N] or [1, ..., 1, N] tensor: a bias along the last dim of a [..., N] result.
-bool is_row_vector(const std::vector<int64_t>& s, int64_t n) {
-  if (s.empty() || s.back() != n) return false;
-  return prod(s) == n;
-}
-
-// MatMul / Gemm configurations this planner runs through cuBLASLt: float32, operands of
-// rank >= 2, `a` batched like the output (or no batch), `b` batched like it or shared.
+// The executor's eligibility rule is the pricing's (taso/epilogue.h).
 bool eligible(const Graph& graph, const Op& op) {
-  if (op.outputs.size() != 1 || op.outputs[0].dtype != kFloat32) return false;
-  for (const TensorRef& r : op.inputs)
-    if (graph.tensor_type(r).dtype != kFloat32) return false;
-  const auto& y = op.outputs[0].shape;
-  if (op.type == OpType::kGemm) {
-    if (op.inputs.size() < 3) return true;
-    if (op.attrs.get_float("beta") != 1.0) return false;
-    const auto& c = graph.tensor_type(op.inputs[2]).shape;
-    return is_row_vector(c, y[1]) || c == y;
-  }
-  if (op.type != OpType::kMatMul) return false;
-  int64_t act = op.attrs.get_int("activation");
-  if (act != kActNone && act != kActRelu) return false;
-  const auto& a = graph.tensor_type(op.inputs[0]).shape;
-  const auto& b = graph.tensor_type(op.inputs[1]).shape;
-  if (a.size() < 2 || b.size() < 2 || y.size() < 2) return false;
-  std::vector<int64_t> ob = batch_dims(y, y.size()), ab = batch_dims(a, y.size()), bb = batch_dims(b, y.size());
-  return (ab == ob || prod(ob) == 1) && (bb == ob || prod(bb) == 1);
+  std::vector<TensorType> in;
+  for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
+  return gemm_runs_on_lt(op, in);
 }
 
 }  // namespace

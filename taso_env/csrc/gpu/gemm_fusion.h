@@ -1,4 +1,5 @@
-// GEMM epilogue fusion, the executor's decision (invisible to the graph and its cost):
+// GEMM epilogue fusion, the executor's decision (invisible to the graph; the table cost
+// model prices it by taso/epilogue.h, whose eligibility rule this planner uses):
 // a float32 MatMul or Gemm runs as one cuBLASLt call (gemm_lt.h) that
 //  - reads its operands through strided views (views.h): the Transposes and Reshapes
 //    that split attention heads need no copy;

@@ -49,5 +49,30 @@ StepPlan plan_steps(const Graph& graph, const std::vector<char>& needed, const s
   return plan;
 }
 
+void record_fused_steps(const Graph& graph, const StepPlan& plan, std::vector<int>* into, std::vector<int>* kind) {
+  const int n = graph.num_ops();
+  into->assign(n, -1);
+  kind->assign(n, kOwnStep);
+  auto record = [&](int id, int step, int k) {
+    if (id == step && k != kViewStep) return;  // the step's own op
+    (*into)[id] = step;
+    (*kind)[id] = k;
+  };
+  for (int id = 0; id < n; ++id)
+    if (plan.convs.at[id].conv >= 0) {
+      record(plan.convs.at[id].conv, id, kConvStep);
+      for (const TensorRef& t : graph.op(id).inputs)  // a residual Add before the activation
+        if (plan.convs.skip[t.op] && graph.op(t.op).type != OpType::kConv2D) record(t.op, id, kConvStep);
+    }
+  for (const GemmFusion& f : plan.gemms.fusions) {
+    record(f.gemm, f.at, kGemmStep);
+    for (int k : f.folded) record(k, f.at, kGemmStep);
+  }
+  for (const ElementwiseChain& c : plan.chains.chains)
+    for (int id : c.ops) record(id, c.last(), kChainStep);
+  for (int id = 0; id < n; ++id)
+    if (plan.views->skipped(id)) record(id, id, kViewStep);
+}
+
 }  // namespace cuda
 }  // namespace taso

@@ -2,8 +2,8 @@
 // order (each takes only ops no earlier one took): convolution epilogues (fusion.h),
 // GEMMs with their epilogues (gemm_fusion.h), element-wise chains
 // (elementwise_fusion.h), then strided views (views.h) for the Transposes and constant
-// Gathers whose readers all read strided memory. Invisible to the graph; of its cost,
-// only the convolution epilogues are known to the table model (taso/epilogue.h).
+// Gathers whose readers all read strided memory. Invisible to the graph; the table cost
+// model prices these steps with the rules of taso/epilogue.h (which the planners share).
 #pragma once
 
 #include <map>
@@ -31,6 +31,15 @@ struct StepPlan {
     return convs.skip[id] || gemms.skip[id] || chains.skip[id] || views->skipped(id);
   }
 };
+
+// What record_fused_steps() says of an op.
+enum StepKind { kOwnStep = 0, kConvStep = 1, kGemmStep = 2, kChainStep = 3, kViewStep = 4 };
+
+// Per op of `graph`: the op whose step computes it when that is another op's (the last
+// op of its convolution epilogue, GEMM fusion or element-wise chain; for a view, itself),
+// else -1 (`into`); and that step's kind (`kind`): what the table cost model's rules
+// (taso/epilogue.h) are checked against.
+void record_fused_steps(const Graph& graph, const StepPlan& plan, std::vector<int>* into, std::vector<int>* kind);
 
 // needed / host_fed / constant / alias: per op, as the executor decided them; no_fuse:
 // convolutions a tuning plan keeps unfused; `fuse` false (RLFLOW_FUSE=0) keeps only what

@@ -1,6 +1,8 @@
 // Strided views of tensors (see views.h).
 #include "views.h"
 
+#include "taso/epilogue.h"
+
 #include <set>
 #include <stdexcept>
 
@@ -50,17 +52,7 @@ bool is_reshape_like(const Graph& graph, int id) {
   const Op& op = graph.op(id);
   if (op.inputs.size() != 1 || op.outputs.size() != 1) return false;
   if (op.type == OpType::kReshape || op.type == OpType::kFlatten || op.type == OpType::kIdentity) return true;
-  if (op.type != OpType::kTranspose) return false;
-  // Moving dims of size 1 keeps the element order.
-  const auto& xs = graph.tensor_type(op.inputs[0]).shape;
-  std::vector<int64_t> perm = transpose_perm(op, xs.size());
-  int64_t prev = -1;
-  for (int64_t p : perm) {
-    if (xs[p] == 1) continue;
-    if (p < prev) return false;
-    prev = p;
-  }
-  return true;
+  return op.type == OpType::kTranspose && moves_unit_dims_only(op, graph.tensor_type(op.inputs[0]));
 }
 
 std::vector<int64_t> transpose_perm(const Op& op, size_t rank) {

@@ -1,4 +1,5 @@
-// Strided views, the executor's decision (invisible to the graph and its cost): a
+// Strided views, the executor's decision (invisible to the graph; the table cost model
+// prices the Transposes among them by taso/epilogue.h): a
 // Transpose, a Gather of a known scalar index (a slice at a fixed offset), and the
 // Reshape / Flatten / Identity ops around them, need not copy data when every reader of
 // the result can read strided memory. GEMMs (gemm_fusion.h) read their

@@ -89,7 +89,8 @@ TEST(ops_on_weights_only_are_folded_and_free) {
 
 TEST(ops_a_convolution_runs_in_its_epilogue_cost_nothing_in_the_table_model) {
   // conv -> Add(residual) -> Relu: both run in the convolution's call; a second
-  // convolution read twice keeps its Relu; the analytic model prices every op.
+  // convolution read twice keeps its Relu, and the Add after that Relu joins its
+  // element-wise chain; the analytic model prices every op.
   Graph g;
   auto x = source(g, "Input", "x", {1, 8, 14, 14});
   auto w = source(g, "Weight", "w", {8, 8, 3, 3});
@@ -100,9 +101,10 @@ TEST(ops_a_convolution_runs_in_its_epilogue_cost_nothing_in_the_table_model) {
   auto r2 = add(g, "Relu", {c2});
   auto both = add(g, "Add", {r2, c2});
   g.add_output(both, "y");
-  std::vector<char> fused = conv_epilogue_ops(g, constant_ops(g));
-  CHECK(fused[sum.op] && fused[r.op]);
-  CHECK(!fused[c.op] && !fused[r2.op] && !fused[both.op] && !fused[c2.op]);
+  std::vector<char> fused = fused_step_ops(g, constant_ops(g));
+  CHECK(fused[sum.op] == static_cast<char>(Fused::kConvEpilogue) && fused[r.op] == static_cast<char>(Fused::kConvEpilogue));
+  CHECK(fused[both.op] == static_cast<char>(Fused::kChain));
+  CHECK(!fused[c.op] && !fused[r2.op] && !fused[c2.op]);
   TableCostModel table(device_profile("h100"));
   AnalyticCostModel analytic(device_profile("h100"));
   auto priced = table.op_costs_ms(g), alone = analytic.op_costs_ms(g);

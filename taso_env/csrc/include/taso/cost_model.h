@@ -18,15 +18,16 @@ class CostModel {
   // Runtime (ms) of one computing op with the given input types.
   virtual double compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const = 0;
 
-  // Whether the ops a convolution runs as its epilogue (taso/epilogue.h) cost nothing:
-  // true for the costs of the CUDA executor, which fuses them whatever the graph says.
-  virtual bool runs_conv_epilogues() const { return false; }
+  // Whether the ops the CUDA executor runs in another op's step (taso/epilogue.h:
+  // convolution and GEMM epilogues, element-wise chains) cost nothing: true for the
+  // costs of that executor, which fuses them whatever the graph says.
+  virtual bool runs_fused_steps() const { return false; }
 
   // Cost of op `op_id` of `graph` given which ops are constant (0 for sources and
   // constant ops).
   double op_cost_ms(const Graph& graph, int op_id, const std::vector<char>& constant) const;
-  // Per-op costs (ms), indexed by op id (0 for ops run in a convolution's epilogue
-  // where runs_conv_epilogues()).
+  // Per-op costs (ms), indexed by op id (0 for ops run in another op's step where
+  // runs_fused_steps()).
   std::vector<double> op_costs_ms(const Graph& graph) const;
   double graph_cost_ms(const Graph& graph) const;
   // The graph cost in integer units of kCostUnitMs, summed op by op: exact and

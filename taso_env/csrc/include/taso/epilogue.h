@@ -1,17 +1,37 @@
-// Which ops the CUDA executor runs inside a convolution's epilogue: the one rule shared
-// by the executor's fusion planner (taso_env/csrc/gpu/fusion.cc) and the cost models of
-// that executor (the measured table), so that search is never credited for removing a
-// kernel the executor never launches.
+// Which ops the CUDA executor runs inside another op's step: the rules shared by the
+// executor's planners (taso_env/csrc/gpu/fusion.cc, gemm_fusion.cc, elementwise_fusion.cc)
+// and the cost model of that executor (the measured table), so that search is neither
+// credited for removing a kernel the executor never launches nor blind to a kernel a
+// rewrite makes it launch again.
 //
-// A float32 Conv2D with one output and no fused activation, whose output is read by
-// exactly one op and is not a graph output, absorbs that reader when it is
-//   - an activation: Relu, Clip(min 0, max 6) (= ReLU6) or HardSwish; or
-//   - an Add of a tensor of the convolution's output type (a residual), and then also
-//     that Add's sole reader if it is such an activation (its output no graph output).
-// Absorbed ops cost nothing: their work is the convolution's epilogue (cuDNN's
-// conv + bias + residual + activation, or one epilogue kernel), measured with it.
+// An op reading output 0 of a producer that no other op reads (and that is no graph
+// output) runs in the producer's step when
+//  - convolution epilogue: the producer is a float32 Conv2D with one output and no fused
+//    activation, and the op is an activation (Relu, Clip(0, 6) = ReLU6, HardSwish) or an
+//    Add of a tensor of the convolution's output type (a residual), or the op is such an
+//    activation and the producer such an Add (cuDNN's conv + bias + residual + ReLU);
+//  - GEMM epilogue: the producer is a MatMul / Gemm that cuBLASLt runs with epilogues
+//    (float32, no fused activation, no C input), and the op is an Add of a [N] or
+//    [1, .., N] tensor (a bias), an Add of a tensor of the result's shape (a residual;
+//    also after a bias Add), or a Transpose the GEMM writes its result through;
+//  - element-wise chain: the producer and the op are float32 element-wise ops of the
+//    same output shape that the fused chain kernel evaluates (or the op is a softmax over
+//    the last axis ending the chain), and the producer runs no other kernel's epilogue.
+// and, judged by its readers, an op no other rule fuses runs in its reader's step when
+//  - GEMM scale: it is a Mul by (or a Div by) a one-element float32 constant of the
+//    op's output type, read only by a MatMul that cuBLASLt runs (the factor goes into
+//    alpha);
+//  - view: it is a Transpose (one that moves dims of size > 1), no graph output, whose
+//    every reader reads strided memory: cuBLASLt GEMMs and element-wise chain ops and
+//    softmaxes outside convolution epilogues.
+// Ops that run in another's step cost nothing: their work is that step's, which the
+// table measures as its first op. The chains are the executor's in their common form (an
+// op read by several ops of one chain, or a chain fed by two chains, runs as one kernel
+// there but is priced as the steps of this rule); the GEMM epilogues are its epilogues
+// without the Reshape-likes it looks through.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "taso/graph.h"
@@ -26,24 +46,86 @@ EpilogueActivation epilogue_activation(const Op& op);
 // A convolution that can take an epilogue: float32 Conv2D, one output, no fused activation.
 bool conv_takes_epilogue(const Op& op);
 
-// What the rule needs to know of the op producing an input of a possible epilogue op.
+// MatMul / Gemm configurations the executor runs through cuBLASLt: float32, operands of
+// rank >= 2, `a` batched like the output (or no batch), `b` batched like it or shared;
+// a Gemm's C (beta 1) a row vector or of the result's shape; a MatMul's fused activation
+// none or ReLU.
+bool gemm_runs_on_lt(const Op& op, const std::vector<TensorType>& input_types);
+
+// What a cuBLASLt GEMM can fold after it (bit flags of gemm_epilogues()).
+enum GemmEpilogue : uint8_t { kGemmTakesEpilogue = 1, kGemmWritesTransposed = 2 };
+uint8_t gemm_epilogues(const Op& op, const std::vector<TensorType>& input_types);
+
+// A [N] or [1, ..., 1, N] shape: a bias along the last dim of a [..., N] result.
+bool is_row_vector(const std::vector<int64_t>& shape, int64_t n);
+
+// A float32 element-wise op (every input float32) the fused chain kernel evaluates.
+bool chain_elementwise(const Op& op, const std::vector<TensorType>& input_types);
+// A float32 Softmax over the last axis (it can end a chain).
+bool last_axis_softmax(const Op& op, const std::vector<TensorType>& input_types);
+// A Transpose that only moves dims of size 1 (the executor's alias of its input).
+bool moves_unit_dims_only(const Op& transpose, const TensorType& input);
+
+// The step an op runs in, when not its own.
+enum class Fused : char {
+  kNone = 0,
+  kConvEpilogue,
+  kGemmBias,
+  kGemmResidual,
+  kGemmOutTranspose,
+  kChain,
+  kGemmScale,  // judged by the readers: see fused_by_readers()
+  kView,
+};
+
+// What the rules need to know of the op producing an input of a possible fused op.
 struct EpilogueFeed {
   const Op* op = nullptr;     // the producer (null: none)
   bool constant = false;      // its value is known before run time
   int uses = 0;               // reads of its output 0, one per reading input slot
   bool graph_output = false;  // its output 0 is a graph output
-  bool absorbed = false;      // it runs in a convolution's epilogue itself (an Add)
+  Fused fused = Fused::kNone;  // the step it runs in itself
+  uint8_t gemm = 0;           // gemm_epilogues() of the producer
+  bool chain = false;         // chain_elementwise() of the producer
 };
 
-// Whether an op of type/attributes `x`, reading output 0 of `feeds[k]` at input k
-// (types `input_types`), runs in a convolution's epilogue. Only the feeds of its first
-// two inputs are read; an input not produced at output 0 must have a null feed op.
-bool runs_in_conv_epilogue(const Op& x, const std::vector<TensorType>& input_types, const EpilogueFeed* feeds);
+// Fills `feed`'s gemm and chain from its producer and that producer's input types.
+void describe_kernel(EpilogueFeed* feed, const std::vector<TensorType>& producer_input_types);
 
-// Per op of `graph`: 1 when it runs in a convolution's epilogue (given which ops are constant).
-std::vector<char> conv_epilogue_ops(const Graph& graph, const std::vector<char>& constant);
+// The step an op of type/attributes `x`, reading output 0 of `feeds[k]` at input k
+// (types `input_types`), runs in. Only the feeds of its first two inputs are read; an
+// input not produced at output 0 must have a null feed op.
+Fused fused_step_of(const Op& x, const std::vector<TensorType>& input_types, const EpilogueFeed* feeds);
+
+// A one-element float32 constant source (a weight of known value: the executor folds it).
+bool is_constant_scalar(const Op& producer, const TensorType& t);
+
+// What the reader rules need to know of an op reading a possible GEMM scale or view.
+struct ReaderFeed {
+  const Op* op = nullptr;
+  Fused fused = Fused::kNone;  // the step it runs in itself
+  bool lt_gemm = false;        // gemm_runs_on_lt()
+  bool chain = false;          // chain_elementwise() or last_axis_softmax()
+};
+void describe_reader(ReaderFeed* reader, const std::vector<TensorType>& reader_input_types);
+
+// The step an op that no producer-side rule fuses (fused_step_of() said kNone) runs in,
+// judged by its readers: `readers` has one entry per reading input slot; `scalar[k]`
+// (k < 2): input k is a one-element float32 constant source; `graph_output`: its output
+// 0 is a graph output.
+Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, const bool* scalar,
+                       bool graph_output, const std::vector<ReaderFeed>& readers);
+// Whether fused_by_readers() may say anything but kNone of an op of this type.
+bool may_run_in_reader(const Op& op);
+
+// Whether an op of this type can run in another op's step at all (the ops fused_step_of
+// may say anything but kNone of).
+bool may_run_fused(const Op& op);
+
+// Per op of `graph`: the Fused kind of the step it runs in (given which ops are constant).
+std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& constant);
 // The same, with the graph's readers (Graph::consumers()) already at hand.
-std::vector<char> conv_epilogue_ops(const Graph& graph, const std::vector<char>& constant,
-                                    const std::vector<std::vector<std::vector<std::pair<int, int>>>>& consumers);
+std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& constant,
+                                 const std::vector<std::vector<std::vector<std::pair<int, int>>>>& consumers);
 
 }  // namespace taso

@@ -50,10 +50,10 @@ class TableCostModel : public CostModel {
 
   double compute_cost_ms(const Op& op, const std::vector<TensorType>& input_types) const override;
 
-  // The table holds the CUDA executor's costs, and that executor runs convolution
-  // epilogues fused (taso/epilogue.h): on by default; off prices every op alone (for
-  // comparison, as the executor with RLFLOW_FUSE=0).
-  bool runs_conv_epilogues() const override { return fused_epilogues_; }
+  // The table holds the CUDA executor's costs, and that executor runs convolution and
+  // GEMM epilogues and element-wise chains fused (taso/epilogue.h): on by default; off
+  // prices every op alone (for comparison, as the executor with RLFLOW_FUSE=0).
+  bool runs_fused_steps() const override { return fused_epilogues_; }
   void set_fused_epilogues(bool on) { fused_epilogues_ = on; }
 
   // Adds or replaces an entry; the op type is the signature's prefix.
