@@ -98,14 +98,20 @@ CONV_EPILOGUE_OPS = {"relu": ["Relu"], "relu6": ["Clip"], "add_hardswish": ["Add
                      "add_relu": ["Add", "Relu"], "two_convs_add_relu": ["Add", "Relu"], "conv_read_twice": [],
                      "relu_is_output": ["Add"], "broadcast_add": [], "asym_pads_strided": ["Add", "Relu"]}
 # pattern -> the types of the ops that, unfused into the convolution, join the element-wise
-# chain of the op before them (taso/epilogue.h): priced at nothing as well
-CONV_PATTERN_CHAIN_OPS = {"conv_read_twice": ["Add"], "broadcast_add": ["Relu"]}
+# chain of the op reading them (taso/epilogue.h): priced at a share of their cost alone
+CONV_PATTERN_CHAIN_OPS = {"conv_read_twice": ["Relu"], "broadcast_add": ["Add"]}
 
 
 def epilogue_free_ops(graph: te.Graph, fused, alone) -> tuple[list[int], list[float], list[float]]:
     """(ops `fused`, a table model, prices at nothing that `alone`, the same table pricing
-    every op alone, charges: the ops it deems run in a convolution's epilogue
+    every op alone, charges: the ops it deems run in an epilogue or as a view
     (taso/epilogue.h); each model's per-op costs)."""
     fused_costs, alone_costs = fused.op_costs(graph), alone.op_costs(graph)
     free = [i for i, (a, b) in enumerate(zip(fused_costs, alone_costs)) if a == 0 and b > 0]
     return free, fused_costs, alone_costs
+
+
+def chained_ops(fused_costs: list[float], alone_costs: list[float]) -> list[int]:
+    """The ops a table model prices at a share of their cost alone: those it deems join
+    the element-wise chain of the op reading them (taso/epilogue.h)."""
+    return [i for i, (a, b) in enumerate(zip(fused_costs, alone_costs)) if 0 < a < 0.9 * b]

@@ -12,7 +12,7 @@ import taso_env as te
 from taso_env.engine import reference
 
 pytest.importorskip("taso_env._cuda", reason="the CUDA backend is not built here")
-from graph_fixtures import CONV_EPILOGUE_PATTERNS, conv_epilogue_graph, epilogue_free_ops  # noqa: E402
+from graph_fixtures import CONV_EPILOGUE_PATTERNS, chained_ops, conv_epilogue_graph, epilogue_free_ops  # noqa: E402
 
 from taso_env.gpu import cuda_backend as cb  # noqa: E402
 
@@ -79,16 +79,18 @@ def test_algorithm_choices_persist_in_the_cache_file(tmp_path, monkeypatch):
 def test_the_table_prices_at_nothing_only_ops_the_executor_runs_in_another_ops_step(model, models_dir, monkeypatch):
     """taso/epilogue.h is one set of rules for both: every op the table cost model charges
     nothing for runs, in the executor, in the step of a producer or reader of it (a
-    convolution or GEMM epilogue, an element-wise chain) or as a strided view, so search
-    is never credited for a kernel the executor launches; and the convolution epilogues
-    are exactly the executor's."""
+    convolution or GEMM epilogue) or as a strided view, so search is never credited for
+    a kernel the executor launches; the convolution epilogues are exactly the
+    executor's; and the ops it prices as joining their reader's element-wise chain do
+    join it, but where the chain kernel's limits (16 ops, 8 inputs) split a chain."""
     from taso_env import shipped_data
     from taso_env.engine.cost_model import TableCostModel
 
     monkeypatch.setenv("RLFLOW_FUSE", "1")
     g = te.load_onnx(str(models_dir / f"{model}.onnx"))
     table = shipped_data.cost_tables()["h100_fp32"]
-    free, _, _ = epilogue_free_ops(g, TableCostModel(table), TableCostModel(table, fused_epilogues=False))
+    free, fused, alone = epilogue_free_ops(g, TableCostModel(table), TableCostModel(table, fused_epilogues=False))
+    chained = chained_ops(fused, alone)
     readers = [[] for _ in g.ops]
     for i, op in enumerate(g.ops):
         for r in op.inputs:
@@ -106,3 +108,5 @@ def test_the_table_prices_at_nothing_only_ops_the_executor_runs_in_another_ops_s
             f"{model}: {g.ops[i].type} op {g.ops[i].name} priced at nothing, but the executor runs it alone"
     assert conv <= set(free)
     assert free
+    joined = [i for i in chained if any(step_of(r) == step_of(i) for r in readers[i])]
+    assert len(joined) >= 0.9 * len(chained), f"{model}: {len(joined)} of {len(chained)} chained ops join their reader"

@@ -39,7 +39,8 @@ std::vector<double> CostModel::op_costs_ms(const Graph& graph) const {
   if (runs_fused_steps()) absorbed = fused_step_ops(graph, constant);
   std::vector<double> costs(graph.num_ops());
   for (int i = 0; i < graph.num_ops(); ++i)
-    costs[i] = absorbed.empty() || !absorbed[i] ? op_cost_ms(graph, i, constant) : 0.0;
+    costs[i] = absorbed.empty() ? op_cost_ms(graph, i, constant)
+                                : fused_step_units(absorbed[i], cost_units(op_cost_ms(graph, i, constant))) * kCostUnitMs;
   return costs;
 }
 

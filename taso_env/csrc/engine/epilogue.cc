@@ -1,6 +1,9 @@
 // The rules of which ops run in another op's step (see taso/epilogue.h).
 #include "taso/epilogue.h"
 
+#include "taso/cost_model.h"
+
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -100,17 +103,6 @@ Fused gemm_epilogue_of(const Op& x, const std::vector<TensorType>& input_types, 
   return Fused::kNone;
 }
 
-Fused chain_of(const Op& x, const std::vector<TensorType>& input_types, const EpilogueFeed* feeds) {
-  if (!chain_elementwise(x, input_types) && !last_axis_softmax(x, input_types)) return Fused::kNone;
-  for (int k = 0; k < 2 && k < static_cast<int>(input_types.size()); ++k) {
-    const EpilogueFeed& f = feeds[k];
-    if (sole_reader(f) && f.chain && (f.fused == Fused::kNone || f.fused == Fused::kChain) &&
-        f.op->outputs[0].shape == x.outputs[0].shape)
-      return Fused::kChain;
-  }
-  return Fused::kNone;
-}
-
 }  // namespace
 
 bool gemm_runs_on_lt(const Op& op, const std::vector<TensorType>& input_types) {
@@ -199,19 +191,31 @@ void describe_reader(ReaderFeed* reader, const std::vector<TensorType>& reader_i
 }
 
 bool may_run_in_reader(const Op& op) {
-  return op.type == OpType::kMul || op.type == OpType::kDiv || op.type == OpType::kTranspose;
+  switch (op.type) {
+    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
+    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
+    case OpType::kExp: case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish:
+    case OpType::kTranspose: return true;
+    default: return false;
+  }
 }
 
 Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, const bool* scalar,
                        bool graph_output, const std::vector<ReaderFeed>& readers) {
   if (graph_output || readers.empty() || x.outputs.size() != 1) return Fused::kNone;
-  if (x.type == OpType::kMul || x.type == OpType::kDiv) {
-    if (readers.size() != 1 || readers[0].op->type != OpType::kMatMul || !readers[0].lt_gemm ||
-        input_types.size() != 2)
-      return Fused::kNone;
+  if ((x.type == OpType::kMul || x.type == OpType::kDiv) && readers.size() == 1 &&
+      readers[0].op->type == OpType::kMatMul && readers[0].lt_gemm && input_types.size() == 2) {
     for (int s = 0; s < (x.type == OpType::kDiv ? 1 : 2); ++s)  // a divisor only as the second input
       if (scalar[1 - s] && input_types[s] == x.outputs[0]) return Fused::kGemmScale;
     return Fused::kNone;
+  }
+  if (chain_elementwise(x, input_types)) {  // joins its reader's chain
+    const ReaderFeed& r = readers[0];
+    for (const ReaderFeed& other : readers)
+      if (other.op != r.op) return Fused::kNone;
+    const bool chained = r.chain && r.fused == Fused::kNone && r.op->outputs.size() == 1 &&
+                         r.op->outputs[0].shape == x.outputs[0].shape;
+    return chained ? Fused::kChain : Fused::kNone;
   }
   if (x.type != OpType::kTranspose || input_types.empty() || moves_unit_dims_only(x, input_types[0]))
     return Fused::kNone;
@@ -222,23 +226,20 @@ Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, 
   return Fused::kView;
 }
 
-bool may_run_fused(const Op& op) {
-  switch (op.type) {
-    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
-    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
-    case OpType::kExp: case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish:
-    case OpType::kSoftmax: case OpType::kTranspose: return true;
-    default: return false;
-  }
+int64_t fused_step_units(char kind, int64_t alone_units) {
+  if (!kind) return alone_units;
+  return static_cast<Fused>(kind) == Fused::kChain ? std::llround(static_cast<double>(alone_units) * kChainShare) : 0;
 }
 
-// In the executor's order: convolution epilogues, then GEMM epilogues, then chains.
+bool may_run_fused(const Op& op) {
+  return op.type == OpType::kAdd || op.type == OpType::kTranspose || epilogue_activation(op) != EpilogueActivation::kNone;
+}
+
+// In the executor's order: convolution epilogues, then GEMM epilogues.
 Fused fused_step_of(const Op& x, const std::vector<TensorType>& input_types, const EpilogueFeed* feeds) {
   if ((x.inputs.empty() && input_types.empty()) || !may_run_fused(x)) return Fused::kNone;
   Fused f = conv_epilogue_of(x, input_types, feeds);
-  if (f == Fused::kNone) f = gemm_epilogue_of(x, input_types, feeds);
-  if (f == Fused::kNone) f = chain_of(x, input_types, feeds);
-  return f;
+  return f == Fused::kNone ? gemm_epilogue_of(x, input_types, feeds) : f;
 }
 
 std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& constant) {
@@ -284,7 +285,8 @@ std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& co
     }
     readers.clear();
     for (const auto& use : consumers[id][0]) {
-      ReaderFeed r{&graph.op(use.first), static_cast<Fused>(fused[use.first])};
+      ReaderFeed r{&graph.op(use.first), static_cast<Fused>(fused[use.first])};  // (a reader's own reader-side
+                                                                                // verdict is not judged yet)
       producer_in.clear();
       for (const TensorRef& t : r.op->inputs) producer_in.push_back(graph.tensor_type(t));
       describe_reader(&r, producer_in);

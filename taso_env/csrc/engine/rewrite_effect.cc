@@ -90,7 +90,10 @@ struct EpilogueChild {
   }
   // The producer-side rules read only producer-side verdicts (fused_step_ops judges the
   // reader-side ones last).
-  static Fused producer_side(Fused v) { return v == Fused::kView || v == Fused::kGemmScale ? Fused::kNone : v; }
+  static Fused producer_side(Fused v) {
+    return v == Fused::kView || v == Fused::kGemmScale || v == Fused::kChain ? Fused::kNone : v;
+  }
+  static Fused producer_side(char v) { return producer_side(static_cast<Fused>(v)); }
 
   EpilogueFeed feed(const Tensor& t) const {
     EpilogueFeed out;
@@ -160,7 +163,7 @@ struct EpilogueChild {
         feeds[0] = feeds[1] = EpilogueFeed{};
         for (size_t k = 0; k < po.inputs.size() && k < 2; ++k) feeds[k] = feed(of_ref(po.inputs[k]));
         const char v = static_cast<char>(fused_step_of(po.op, target_types[i], feeds));
-        again = again || v != target_absorbed[i];
+        again = again || producer_side(v) != producer_side(target_absorbed[i]);
         target_absorbed[i] = v;
       }
       for (size_t k = 0; k < recost.size(); ++k) {
@@ -176,13 +179,13 @@ struct EpilogueChild {
           }
           v = static_cast<char>(fused_step_of(op, in, feeds));
         }
-        again = again || v != f.scratch.absorbed[id];
+        again = again || producer_side(v) != producer_side(f.scratch.absorbed[id]);
         f.scratch.absorbed[id] = v;
       }
       const size_t judged = recost.size();
       for (size_t k = 0; k < judged; ++k) {
         const int id = recost[k];
-        if (f.scratch.absorbed[id] == f.absorbed[id] ||
+        if (producer_side(f.scratch.absorbed[id]) == producer_side(f.absorbed[id]) ||
             std::find(expanded.begin(), expanded.end(), id) != expanded.end())
           continue;
         expanded.push_back(id);
@@ -197,7 +200,7 @@ struct EpilogueChild {
   void readers_of(const Tensor& t, std::vector<ReaderFeed>& out) const {
     out.clear();
     auto kept_reader = [&](int id) {
-      ReaderFeed r{&g.ops()[id], kept_verdict(id)};
+      ReaderFeed r{&g.ops()[id], producer_side(kept_verdict(id))};
       producer_types.clear();
       for (const TensorRef& x : r.op->inputs) producer_types.push_back(g.tensor_type(x));
       describe_reader(&r, producer_types);
@@ -215,7 +218,7 @@ struct EpilogueChild {
       if (!po.present) continue;
       for (const Ref& r : po.inputs)
         if (of_ref(r) == t) {
-          ReaderFeed rf{&po.op, static_cast<Fused>(target_absorbed[i])};
+          ReaderFeed rf{&po.op, producer_side(target_absorbed[i])};
           describe_reader(&rf, target_types[i]);
           out.push_back(rf);
         }
@@ -252,6 +255,8 @@ struct EpilogueChild {
         if (!p.target) consider(p.op);
       }
     }
+    for (const auto& rep : replaced)  // an input changes (a scale's factor may no longer be known)
+      for (const auto& use : f.consumers[rep.first.op][rep.first.index]) consider(use.first);
     for (int r : removed)  // they lose a reader
       for (const TensorRef& t : g.ops()[r].inputs) consider(t.op);
     for (const PlannedOp& po : plan.ops)  // they gain one
@@ -407,7 +412,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     child.judge(recost);
   }
   for (size_t i = 0; i < plan.ops.size(); ++i)
-    if (plan.ops[i].present && !target_absorbed[i]) e.cost_units += target_units[i];
+    if (plan.ops[i].present) e.cost_units += fused_step_units(target_absorbed[i], target_units[i]);
   for (int id : recost) {
     const Op& op = g.ops()[id];
     const bool constant = constant_in_child(f, id, gen);
@@ -420,8 +425,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
         now = cost_units(model.compute_cost_ms(op, in));
       }
     }
-    bool absorbed = !f.absorbed.empty() && s.absorbed[id];
-    e.cost_units += (absorbed ? 0 : now) - f.op_units[id];
+    e.cost_units += (f.absorbed.empty() ? now : fused_step_units(s.absorbed[id], now)) - f.op_units[id];
   }
 
   // Graph outputs whose tensor was replaced or whose producer's hash changed.

@@ -92,7 +92,7 @@ struct GraphFacts {
       if (model->runs_fused_steps()) {
         absorbed = fused_step_ops(g, constant, consumers);
         for (int i = 0; i < g.num_ops(); ++i)
-          if (absorbed[i]) op_units[i] = 0;
+          op_units[i] = fused_step_units(absorbed[i], op_units[i]);
       }
     }
     ops_by_type.resize(kNumOpTypes);

@@ -89,8 +89,8 @@ TEST(ops_on_weights_only_are_folded_and_free) {
 
 TEST(ops_a_convolution_runs_in_its_epilogue_cost_nothing_in_the_table_model) {
   // conv -> Add(residual) -> Relu: both run in the convolution's call; a second
-  // convolution read twice keeps its Relu, and the Add after that Relu joins its
-  // element-wise chain; the analytic model prices every op.
+  // convolution read twice keeps its Relu, which joins the element-wise chain of the Add
+  // reading it; the analytic model prices every op.
   Graph g;
   auto x = source(g, "Input", "x", {1, 8, 14, 14});
   auto w = source(g, "Weight", "w", {8, 8, 3, 3});
@@ -103,14 +103,18 @@ TEST(ops_a_convolution_runs_in_its_epilogue_cost_nothing_in_the_table_model) {
   g.add_output(both, "y");
   std::vector<char> fused = fused_step_ops(g, constant_ops(g));
   CHECK(fused[sum.op] == static_cast<char>(Fused::kConvEpilogue) && fused[r.op] == static_cast<char>(Fused::kConvEpilogue));
-  CHECK(fused[both.op] == static_cast<char>(Fused::kChain));
-  CHECK(!fused[c.op] && !fused[r2.op] && !fused[c2.op]);
+  CHECK(fused[r2.op] == static_cast<char>(Fused::kChain));
+  CHECK(!fused[c.op] && !fused[both.op] && !fused[c2.op]);
   TableCostModel table(device_profile("h100"));
   AnalyticCostModel analytic(device_profile("h100"));
   auto priced = table.op_costs_ms(g), alone = analytic.op_costs_ms(g);
   CHECK_EQ(priced[sum.op], 0.0);
   CHECK_EQ(priced[r.op], 0.0);
   CHECK(priced[r2.op] > 0 && alone[sum.op] > 0 && alone[r.op] > 0);
+  table.set_fused_epilogues(false);
+  const double r2_alone = table.op_costs_ms(g)[r2.op];
+  table.set_fused_epilogues(true);
+  CHECK_NEAR(priced[r2.op], kChainShare * r2_alone, 1e-9);
   table.set_fused_epilogues(false);
   CHECK(table.op_costs_ms(g)[r.op] > 0);
 }

@@ -14,21 +14,24 @@
 //    (float32, no fused activation, no C input), and the op is an Add of a [N] or
 //    [1, .., N] tensor (a bias), an Add of a tensor of the result's shape (a residual;
 //    also after a bias Add), or a Transpose the GEMM writes its result through;
-//  - element-wise chain: the producer and the op are float32 element-wise ops of the
-//    same output shape that the fused chain kernel evaluates (or the op is a softmax over
-//    the last axis ending the chain), and the producer runs no other kernel's epilogue.
-// and, judged by its readers, an op no other rule fuses runs in its reader's step when
+// and, judged by its readers, an op no rule above fuses runs in its reader's step when
+//  - element-wise chain: it is a float32 element-wise op the fused chain kernel
+//    evaluates, no graph output, read only by one op (in any number of its inputs) that
+//    is such an op or a softmax over the last axis, of the same output shape, and runs in
+//    no epilogue (the executor's chain planner, without its kernel-size limits);
 //  - GEMM scale: it is a Mul by (or a Div by) a one-element float32 constant of the
 //    op's output type, read only by a MatMul that cuBLASLt runs (the factor goes into
 //    alpha);
 //  - view: it is a Transpose (one that moves dims of size > 1), no graph output, whose
 //    every reader reads strided memory: cuBLASLt GEMMs and element-wise chain ops and
 //    softmaxes outside convolution epilogues.
-// Ops that run in another's step cost nothing: their work is that step's, which the
-// table measures as its first op. The chains are the executor's in their common form (an
-// op read by several ops of one chain, or a chain fed by two chains, runs as one kernel
-// there but is priced as the steps of this rule); the GEMM epilogues are its epilogues
-// without the Reshape-likes it looks through.
+// Ops in an epilogue or a view cost nothing: their work is that step's, which the table
+// measures as its op. An op that joins its reader's chain costs kChainShare of its cost
+// alone (the chain's last op pays in full). The chains are the executor's where each
+// value has one reader, without its kernel's limits (a value read by two ops of one
+// chain runs in it there, but ends a chain here; a chain of more than 16 ops or 8 inputs
+// is several kernels there, one here); the GEMM epilogues are its epilogues without the
+// Reshape-likes it looks through.
 #pragma once
 
 #include <cstdint>
@@ -73,18 +76,19 @@ enum class Fused : char {
   kGemmBias,
   kGemmResidual,
   kGemmOutTranspose,
-  kChain,
-  kGemmScale,  // judged by the readers: see fused_by_readers()
+  kChain,      // judged by the readers: see fused_by_readers()
+  kGemmScale,
   kView,
 };
 
-// What the rules need to know of the op producing an input of a possible fused op.
+// What the producer-side rules need to know of the op producing an input of a possible
+// epilogue op.
 struct EpilogueFeed {
   const Op* op = nullptr;     // the producer (null: none)
   bool constant = false;      // its value is known before run time
   int uses = 0;               // reads of its output 0, one per reading input slot
   bool graph_output = false;  // its output 0 is a graph output
-  Fused fused = Fused::kNone;  // the step it runs in itself
+  Fused fused = Fused::kNone;  // the epilogue it runs in itself
   uint8_t gemm = 0;           // gemm_epilogues() of the producer
   bool chain = false;         // chain_elementwise() of the producer
 };
@@ -92,25 +96,26 @@ struct EpilogueFeed {
 // Fills `feed`'s gemm and chain from its producer and that producer's input types.
 void describe_kernel(EpilogueFeed* feed, const std::vector<TensorType>& producer_input_types);
 
-// The step an op of type/attributes `x`, reading output 0 of `feeds[k]` at input k
-// (types `input_types`), runs in. Only the feeds of its first two inputs are read; an
+// The epilogue an op of type/attributes `x`, reading output 0 of `feeds[k]` at input k
+// (types `input_types`), runs in (the producer-side rules). Only the feeds of its first two inputs are read; an
 // input not produced at output 0 must have a null feed op.
 Fused fused_step_of(const Op& x, const std::vector<TensorType>& input_types, const EpilogueFeed* feeds);
 
 // A one-element float32 constant source (a weight of known value: the executor folds it).
 bool is_constant_scalar(const Op& producer, const TensorType& t);
 
-// What the reader rules need to know of an op reading a possible GEMM scale or view.
+// What the reader-side rules need to know of an op reading a possible chain op, GEMM
+// scale or view.
 struct ReaderFeed {
   const Op* op = nullptr;
-  Fused fused = Fused::kNone;  // the step it runs in itself
+  Fused fused = Fused::kNone;  // the epilogue it runs in itself (a producer-side verdict)
   bool lt_gemm = false;        // gemm_runs_on_lt()
   bool chain = false;          // chain_elementwise() or last_axis_softmax()
 };
 void describe_reader(ReaderFeed* reader, const std::vector<TensorType>& reader_input_types);
 
 // The step an op that no producer-side rule fuses (fused_step_of() said kNone) runs in,
-// judged by its readers: `readers` has one entry per reading input slot; `scalar[k]`
+// judged by its readers (the reader-side rules; nothing reads their verdicts): `readers` has one entry per reading input slot; `scalar[k]`
 // (k < 2): input k is a one-element float32 constant source; `graph_output`: its output
 // 0 is a graph output.
 Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, const bool* scalar,
@@ -121,6 +126,17 @@ bool may_run_in_reader(const Op& op);
 // Whether an op of this type can run in another op's step at all (the ops fused_step_of
 // may say anything but kNone of).
 bool may_run_fused(const Op& op);
+
+// An element-wise op that joins its reader's chain costs this share of its cost alone.
+// Fitted on the H100 (2026-11-26, nasrnn and two of its greedy graphs, profiled: 15, 21
+// and 27 chain kernels of 110, 118 and 150 ops took 56.9, 66.1 and 84.7 us, 0.36-0.39 of
+// what those ops take alone; the kernel also has limits this rule does not see).
+constexpr double kChainShare = 0.4;
+
+// What an op that runs in a step of kind `kind` costs, given its cost priced alone (in
+// integer cost units, taso/cost_model.h): nothing in a convolution's or GEMM's epilogue
+// or as a view, kChainShare of it in an element-wise chain that another op ends.
+int64_t fused_step_units(char kind, int64_t alone_units);
 
 // Per op of `graph`: the Fused kind of the step it runs in (given which ops are constant).
 std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& constant);
