@@ -101,6 +101,10 @@ def _transformer_block(pattern: str) -> tuple[te.Graph, dict]:
         r = b.op("Relu", [x], name="relu")
         y = b.op("Add", [r, b.input("z", [2, 16, 32])], name="wider")
         expect = {"relu": "full", "wider": "full"}
+    elif pattern == "transpose_pair":  # a Transpose read by a Transpose read by a GEMM: both views
+        t = b.op("Transpose", [b.op("Transpose", [x], perm=[0, 2, 1], name="t1")], perm=[0, 2, 1], name="t2")
+        y = b.op("MatMul", [t, b.weight("w", [32, 8])], name="mm")
+        expect = {"t1": "free", "t2": "free", "mm": "full"}
     elif pattern == "transpose_is_output":  # a graph output is written: no view
         t = b.op("Transpose", [x], perm=[0, 2, 1], name="t")
         b.output(t, "t")
@@ -111,7 +115,7 @@ def _transformer_block(pattern: str) -> tuple[te.Graph, dict]:
 
 
 @pytest.mark.parametrize("pattern", ["bias_residual", "gemm_read_twice", "relu_matmul", "out_transpose_and_views",
-                                     "gelu_chain", "broadcast_not_chained", "transpose_is_output"])
+                                     "gelu_chain", "broadcast_not_chained", "transpose_pair", "transpose_is_output"])
 def test_gemm_epilogues_chains_scales_and_views_cost_nothing(pattern, models):
     g, expect = _transformer_block(pattern)
     free, fused, alone = epilogue_free_ops(g, *models)

@@ -221,7 +221,10 @@ Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, 
     return Fused::kNone;
   for (const ReaderFeed& r : readers) {
     const bool gemm = (r.op->type == OpType::kMatMul || r.op->type == OpType::kGemm) && r.lt_gemm;
-    if (!gemm && !(r.chain && r.fused != Fused::kConvEpilogue)) return Fused::kNone;
+    // a Transpose reads its input through a view as well, whether it is a view itself or
+    // runs as a strided copy
+    const bool transpose = r.op->type == OpType::kTranspose && r.fused == Fused::kNone;
+    if (!gemm && !transpose && !(r.chain && r.fused != Fused::kConvEpilogue)) return Fused::kNone;
   }
   return Fused::kView;
 }

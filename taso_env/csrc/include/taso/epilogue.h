@@ -23,8 +23,8 @@
 //    op's output type, read only by a MatMul that cuBLASLt runs (the factor goes into
 //    alpha);
 //  - view: it is a Transpose (one that moves dims of size > 1), no graph output, whose
-//    every reader reads strided memory: cuBLASLt GEMMs and element-wise chain ops and
-//    softmaxes outside convolution epilogues.
+//    every reader reads strided memory: cuBLASLt GEMMs, element-wise chain ops and
+//    softmaxes outside convolution epilogues, and Transposes outside GEMM epilogues.
 // Ops in an epilogue or a view cost nothing: their work is that step's, which the table
 // measures as its op. An op that joins its reader's chain costs kChainShare of its cost
 // alone (the chain's last op pays in full). The chains are the executor's where each
