@@ -96,10 +96,12 @@ class LookaheadConfig:
         gamma: discount of the learned value of the next state.
         step_cost: charged per rewrite (in % of the start cost, as rewards are).
         detour_cost: charged in addition for a rewrite that does not reduce the runtime.
-            0.1, not the dream's 0.25 (which shapes C's value, unused here): the detours
-            taken are engine-verified, and t5_small_encoder's three-step valleys
-            (commute, associate, fold two Muls: 0.28% each) pay less than 0.25 plus three
-            step charges.
+            0.05, not the dream's 0.25 (which shapes C's value, unused here): the detours
+            taken are engine-verified, and the valleys that pay are shallow: priced as
+            the executor runs them (the H100 table's fused steps), t5_small_encoder's
+            three-step valleys (commute, associate, fold two Muls) save 0.18% each and
+            are not taken at 0.1; nor is nasrnn's reordering of its merges (2.057x
+            instead of greedy's 1.985x; docs/learned_agents.md, twelfth session).
         expand: best-scored candidates looked at one real rewrite further (0 = none).
         detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
@@ -136,7 +138,7 @@ class LookaheadConfig:
 
     gamma: float = 0.99
     step_cost: float = 0.02
-    detour_cost: float = 0.1
+    detour_cost: float = 0.05
     expand: int = 4
     detour_rules: int = 8
     detour_locations: int = 4

@@ -54,6 +54,16 @@ bool all_float32(const Op& op, const std::vector<TensorType>& input_types) {
   return true;
 }
 
+// The element-wise op types the fused chain kernel has an instruction for.
+bool chain_op_type(OpType type) {
+  switch (type) {
+    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
+    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
+    case OpType::kExp: case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: return true;
+    default: return false;
+  }
+}
+
 // The feed's output 0 goes to the one op that reads it, and nowhere else.
 bool sole_reader(const EpilogueFeed& f) {
   return f.op && f.op->outputs.size() == 1 && f.uses == 1 && !f.graph_output && !f.constant;
@@ -139,13 +149,7 @@ bool is_row_vector(const std::vector<int64_t>& s, int64_t n) {
 }
 
 bool chain_elementwise(const Op& op, const std::vector<TensorType>& input_types) {
-  switch (op.type) {
-    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
-    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
-    case OpType::kExp: case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: break;
-    default: return false;
-  }
-  return all_float32(op, input_types);
+  return chain_op_type(op.type) && all_float32(op, input_types);
 }
 
 bool last_axis_softmax(const Op& op, const std::vector<TensorType>& input_types) {
@@ -181,7 +185,6 @@ bool is_constant_scalar(const Op& producer, const TensorType& t) {
 void describe_kernel(EpilogueFeed* feed, const std::vector<TensorType>& producer_input_types) {
   const Op& op = *feed->op;
   feed->gemm = op.type == OpType::kMatMul || op.type == OpType::kGemm ? gemm_epilogues(op, producer_input_types) : 0;
-  feed->chain = chain_elementwise(op, producer_input_types);
 }
 
 void describe_reader(ReaderFeed* reader, const std::vector<TensorType>& reader_input_types) {
@@ -190,15 +193,7 @@ void describe_reader(ReaderFeed* reader, const std::vector<TensorType>& reader_i
   reader->chain = chain_elementwise(op, reader_input_types) || last_axis_softmax(op, reader_input_types);
 }
 
-bool may_run_in_reader(const Op& op) {
-  switch (op.type) {
-    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
-    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
-    case OpType::kExp: case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish:
-    case OpType::kTranspose: return true;
-    default: return false;
-  }
-}
+bool may_run_in_reader(const Op& op) { return op.type == OpType::kTranspose || chain_op_type(op.type); }
 
 Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, const bool* scalar,
                        bool graph_output, const std::vector<ReaderFeed>& readers) {

@@ -90,10 +90,9 @@ struct EpilogueFeed {
   bool graph_output = false;  // its output 0 is a graph output
   Fused fused = Fused::kNone;  // the epilogue it runs in itself
   uint8_t gemm = 0;           // gemm_epilogues() of the producer
-  bool chain = false;         // chain_elementwise() of the producer
 };
 
-// Fills `feed`'s gemm and chain from its producer and that producer's input types.
+// Fills `feed`'s gemm from its producer and that producer's input types.
 void describe_kernel(EpilogueFeed* feed, const std::vector<TensorType>& producer_input_types);
 
 // The epilogue an op of type/attributes `x`, reading output 0 of `feeds[k]` at input k
