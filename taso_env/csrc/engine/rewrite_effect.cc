@@ -13,7 +13,7 @@
 // verdicts, so a kept op near the rewrite can start or stop costing nothing: the kept
 // ops that read a replaced tensor, a tensor a removed or target op read, or an op whose
 // constant-ness changed, and then the readers of every op whose verdict changed, are
-// judged again as the child will have them (EpilogueChild), with the same rule as a
+// judged again as the child will have them (FusedStepChild), with the same rule as a
 // whole graph, until no verdict changes.
 #include <algorithm>
 #include <functional>
@@ -41,7 +41,7 @@ bool constant_in_child(const GraphFacts& f, int id, uint32_t gen) {
 // output of a kept op or of a target op. judge() decides, for the target ops and for
 // the kept ops whose verdict can change (added to `recost`), which step they run in in
 // the child (target_absorbed; the scratch's absorbed marks).
-struct EpilogueChild {
+struct FusedStepChild {
   struct Tensor {
     bool target;
     int op;
@@ -59,7 +59,7 @@ struct EpilogueChild {
   uint32_t gen;
   const std::vector<std::vector<TensorType>>& target_types;
   std::vector<char>& target_absorbed;
-  mutable std::vector<TensorType> producer_types;  // feed()'s scratch
+  mutable std::vector<TensorType> input_types_;  // kept_input_types()'s scratch
 
   bool removed_op(int id) const { return std::binary_search(removed.begin(), removed.end(), id); }
   Tensor of_ref(const Ref& r) const {
@@ -77,6 +77,13 @@ struct EpilogueChild {
     int n = 0;
     for (const auto& use : f.consumers[t.op][t.index]) n += !removed_op(use.first);
     return n;
+  }
+  // A kept op's input types (the same in the child), in a scratch vector reused by the
+  // next call.
+  const std::vector<TensorType>& kept_input_types(const Op& op) const {
+    input_types_.clear();
+    for (const TensorRef& r : op.inputs) input_types_.push_back(g.tensor_type(r));
+    return input_types_;
   }
   bool graph_output(const Tensor& t) const {
     bool out = !t.target && f.output_tensors.count(TensorRef{t.op, t.index}) > 0;
@@ -114,9 +121,7 @@ struct EpilogueChild {
       out.op = &g.ops()[t.op];
       out.constant = constant_in_child(f, t.op, gen);
       out.fused = producer_side(kept_verdict(t.op));
-      producer_types.clear();
-      for (const TensorRef& r : out.op->inputs) producer_types.push_back(g.tensor_type(r));  // as in the child
-      describe_kernel(&out, producer_types);
+      describe_kernel(&out, kept_input_types(*out.op));
     }
     return out;
   }
@@ -201,9 +206,7 @@ struct EpilogueChild {
     out.clear();
     auto kept_reader = [&](int id) {
       ReaderFeed r{&g.ops()[id], producer_side(kept_verdict(id))};
-      producer_types.clear();
-      for (const TensorRef& x : r.op->inputs) producer_types.push_back(g.tensor_type(x));
-      describe_reader(&r, producer_types);
+      describe_reader(&r, kept_input_types(*r.op));
       out.push_back(r);
     };
     auto kept_readers = [&](const TensorRef& ref) {
@@ -408,7 +411,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   // Costs of the target ops and of the kept ops whose cost can change.
   std::vector<char> target_absorbed(plan.ops.size(), 0);
   if (!f.absorbed.empty()) {
-    EpilogueChild child{g, f, m, plan, replaced, replaced_by, removed, gen, target_types, target_absorbed};
+    FusedStepChild child{g, f, m, plan, replaced, replaced_by, removed, gen, target_types, target_absorbed};
     child.judge(recost);
   }
   for (size_t i = 0; i < plan.ops.size(); ++i)
