@@ -244,7 +244,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             seconds = time.perf_counter() - start
             if agent not in ("backtracking", "greedy"):
                 done_work = real_work.since(work)
-                enumerations = done_work["candidates"] + done_work["successors"]
+                enumerations = real_work.enumerations(done_work)
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {graph.name}: {report}")

@@ -136,7 +136,7 @@ def _with_agent(graph, args: argparse.Namespace):
     initial, final = graph.cost(), best.cost()
     _print_costs(graph, best, initial, final)
     print(f"optimisation time: {seconds:.2f} s ({load_s:.1f} s loading the agent apart), {steps} steps, "
-          f"best graph at step {best_step}, {work['candidates'] + work['successors']} enumerations")
+          f"best graph at step {best_step}, {real_work.enumerations(work)} enumerations")
     return best, {"graph": graph.name, "method": args.agent, "run": args.run, "initial_cost_ms": initial,
                   "final_cost_ms": final, "speedup": initial / final, "seconds": seconds,
                   "model_load_s": load_s, "steps": steps, "best_step": best_step, "rule_fires": dict(fired)}

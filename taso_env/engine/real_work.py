@@ -65,6 +65,12 @@ def since(before: dict[str, int]) -> dict[str, int]:
     return {k: now[k] - before.get(k, 0) for k in KINDS}
 
 
+def enumerations(work: dict[str, int]) -> int:
+    """The graphs whose candidates `work` (a `since()` or `counts()` result) enumerated,
+    whole or near a rewrite: what an agent's optimisation time is spent on."""
+    return work["candidates"] + work["successors"]
+
+
 @contextlib.contextmanager
 def forbidden(reason: str):
     """A region where any real work raises RealWorkForbiddenError."""

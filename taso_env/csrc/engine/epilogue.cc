@@ -182,15 +182,44 @@ bool is_constant_scalar(const Op& producer, const TensorType& t) {
   return is_constant_source(producer.type) && t.dtype == kFloat32 && t.num_elements() == 1;
 }
 
+namespace {
+
+bool is_gemm(OpType type) { return type == OpType::kMatMul || type == OpType::kGemm; }
+
+// Whether the rules read the input types of `op` as a producer / as a reader (only
+// GEMMs' and chain ops' are: the types are built for those alone, on search's hot path).
+bool typed_producer(const Op& op) { return is_gemm(op.type); }
+bool typed_reader(const Op& op) {
+  return is_gemm(op.type) || chain_op_type(op.type) || op.type == OpType::kSoftmax;
+}
+
+}  // namespace
+
 void describe_kernel(EpilogueFeed* feed, const std::vector<TensorType>& producer_input_types) {
   const Op& op = *feed->op;
-  feed->gemm = op.type == OpType::kMatMul || op.type == OpType::kGemm ? gemm_epilogues(op, producer_input_types) : 0;
+  feed->gemm = is_gemm(op.type) ? gemm_epilogues(op, producer_input_types) : 0;
+}
+
+void describe_kernel(EpilogueFeed* feed, const Graph& graph, std::vector<TensorType>* scratch) {
+  feed->gemm = 0;
+  if (typed_producer(*feed->op)) describe_kernel(feed, input_types_of(graph, *feed->op, scratch));
 }
 
 void describe_reader(ReaderFeed* reader, const std::vector<TensorType>& reader_input_types) {
   const Op& op = *reader->op;
-  reader->lt_gemm = (op.type == OpType::kMatMul || op.type == OpType::kGemm) && gemm_runs_on_lt(op, reader_input_types);
+  reader->lt_gemm = is_gemm(op.type) && gemm_runs_on_lt(op, reader_input_types);
   reader->chain = chain_elementwise(op, reader_input_types) || last_axis_softmax(op, reader_input_types);
+}
+
+void describe_reader(ReaderFeed* reader, const Graph& graph, std::vector<TensorType>* scratch) {
+  reader->lt_gemm = reader->chain = false;
+  if (typed_reader(*reader->op)) describe_reader(reader, input_types_of(graph, *reader->op, scratch));
+}
+
+const std::vector<TensorType>& input_types_of(const Graph& graph, const Op& op, std::vector<TensorType>* scratch) {
+  scratch->clear();
+  for (const TensorRef& r : op.inputs) scratch->push_back(graph.tensor_type(r));
+  return *scratch;
 }
 
 bool may_run_in_reader(const Op& op) { return op.type == OpType::kTranspose || chain_op_type(op.type); }
@@ -263,9 +292,7 @@ std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& co
       const Op& p = graph.op(t.op);
       feeds[k] = {&p, static_cast<bool>(constant[t.op]), static_cast<int>(consumers[t.op][0].size()),
                   outputs.count({t.op, 0}) > 0, static_cast<Fused>(fused[t.op])};
-      producer_in.clear();
-      for (const TensorRef& r : p.inputs) producer_in.push_back(graph.tensor_type(r));
-      describe_kernel(&feeds[k], producer_in);
+      describe_kernel(&feeds[k], graph, &producer_in);
     }
     fused[id] = static_cast<char>(fused_step_of(x, in, feeds));
   }
@@ -285,9 +312,7 @@ std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& co
     for (const auto& use : consumers[id][0]) {
       ReaderFeed r{&graph.op(use.first), static_cast<Fused>(fused[use.first])};  // (a reader's own reader-side
                                                                                 // verdict is not judged yet)
-      producer_in.clear();
-      for (const TensorRef& t : r.op->inputs) producer_in.push_back(graph.tensor_type(t));
-      describe_reader(&r, producer_in);
+      describe_reader(&r, graph, &producer_in);
       readers.push_back(r);
     }
     fused[id] = static_cast<char>(fused_by_readers(x, in, scalar, outputs.count({id, 0}) > 0, readers));

@@ -59,7 +59,7 @@ struct FusedStepChild {
   uint32_t gen;
   const std::vector<std::vector<TensorType>>& target_types;
   std::vector<char>& target_absorbed;
-  mutable std::vector<TensorType> input_types_;  // kept_input_types()'s scratch
+  mutable std::vector<TensorType> input_types_;  // describe_*()'s scratch (a kept op's input types are the child's)
 
   bool removed_op(int id) const { return std::binary_search(removed.begin(), removed.end(), id); }
   Tensor of_ref(const Ref& r) const {
@@ -77,13 +77,6 @@ struct FusedStepChild {
     int n = 0;
     for (const auto& use : f.consumers[t.op][t.index]) n += !removed_op(use.first);
     return n;
-  }
-  // A kept op's input types (the same in the child), in a scratch vector reused by the
-  // next call.
-  const std::vector<TensorType>& kept_input_types(const Op& op) const {
-    input_types_.clear();
-    for (const TensorRef& r : op.inputs) input_types_.push_back(g.tensor_type(r));
-    return input_types_;
   }
   bool graph_output(const Tensor& t) const {
     bool out = !t.target && f.output_tensors.count(TensorRef{t.op, t.index}) > 0;
@@ -121,7 +114,7 @@ struct FusedStepChild {
       out.op = &g.ops()[t.op];
       out.constant = constant_in_child(f, t.op, gen);
       out.fused = producer_side(kept_verdict(t.op));
-      describe_kernel(&out, kept_input_types(*out.op));
+      describe_kernel(&out, g, &input_types_);
     }
     return out;
   }
@@ -206,7 +199,7 @@ struct FusedStepChild {
     out.clear();
     auto kept_reader = [&](int id) {
       ReaderFeed r{&g.ops()[id], producer_side(kept_verdict(id))};
-      describe_reader(&r, kept_input_types(*r.op));
+      describe_reader(&r, g, &input_types_);
       out.push_back(r);
     };
     auto kept_readers = [&](const TensorRef& ref) {

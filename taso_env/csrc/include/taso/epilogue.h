@@ -92,8 +92,10 @@ struct EpilogueFeed {
   uint8_t gemm = 0;           // gemm_epilogues() of the producer
 };
 
-// Fills `feed`'s gemm from its producer and that producer's input types.
+// Fills `feed`'s gemm from its producer and that producer's input types; the second
+// form reads them from `graph` (into `scratch`) only for a producer whose rules need them.
 void describe_kernel(EpilogueFeed* feed, const std::vector<TensorType>& producer_input_types);
+void describe_kernel(EpilogueFeed* feed, const Graph& graph, std::vector<TensorType>* scratch);
 
 // The epilogue an op of type/attributes `x`, reading output 0 of `feeds[k]` at input k
 // (types `input_types`), runs in (the producer-side rules). Only the feeds of its first two inputs are read; an
@@ -112,6 +114,10 @@ struct ReaderFeed {
   bool chain = false;          // chain_elementwise() or last_axis_softmax()
 };
 void describe_reader(ReaderFeed* reader, const std::vector<TensorType>& reader_input_types);
+void describe_reader(ReaderFeed* reader, const Graph& graph, std::vector<TensorType>* scratch);
+
+// `op`'s input types in `graph`, in `scratch` (cleared first).
+const std::vector<TensorType>& input_types_of(const Graph& graph, const Op& op, std::vector<TensorType>* scratch);
 
 // The step an op that no producer-side rule fuses (fused_step_of() said kNone) runs in,
 // judged by its readers (the reader-side rules; nothing reads their verdicts): `readers` has one entry per reading input slot; `scalar[k]`
