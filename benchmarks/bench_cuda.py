@@ -21,7 +21,10 @@ knew which ops the executor runs in a convolution's epilogue): its Spearman over
 same random rewrites, and its own greedy path measured. `noise_floor`: the relative
 spread of the original's runtime over `--noise-executors` fresh executors, beside
 `measured_spread`, the candidates' (a Spearman over candidates whose spread is within
-the noise floor ranks noise).
+the noise floor ranks noise). `spearman_repeat`: the measurement against itself, the
+Spearman between the candidates' runtimes by one half of the executors (even-numbered)
+and by the other (with `--executors-per-graph` >= 2): how well the GPU's own
+measurements rank these candidates, the ceiling of any cost model's `spearman`.
 Then `--leak-iters` end-to-end measurements in one process (a fresh executor every
 `--leak-fresh-every`), GPU memory in use before and after. Prints one JSON line and a markdown table.
 """
@@ -139,6 +142,8 @@ def bench_model(name: str, model, args) -> dict:
 
     runs = runs_of(graphs)
     meas = [_middle(each) for each in runs]
+    repeat = (spearman([_middle(each[0::2]) for each in runs], [_middle(each[1::2]) for each in runs])
+              if args.executors_per_graph >= 2 else float("nan"))
     # the noise floor: the original measured again by fresh executors, in the same way
     again = measured([g] * args.noise_executors)
     noise = (max(again) - min(again)) / _middle(again) if again else float("nan")
@@ -162,6 +167,7 @@ def bench_model(name: str, model, args) -> dict:
            "est_speedup": r.speedup, "measured_speedup": orig.median_ms / opt.median_ms,
            "est_ms": r.initial_cost, "spearman": spearman(est, meas), "candidates": len(graphs),
            "measured_spread": (max(meas) - min(meas)) / _middle(meas), "noise_floor": noise,
+           "spearman_repeat": repeat,
            "path_est_ms": path_est, "path_measured_ms": path_meas,
            "spearman_path": spearman(path_est, path_meas) if len(path) > 2 else float("nan"),
            "path_graphs": len(path), "path_est_speedup": path_est[0] / path_est[-1],
@@ -268,7 +274,7 @@ def main(argv=None) -> int:
     unfused = ["spearman_unfused", "spearman_path_unfused", "path_unfused_est_speedup",
                "path_unfused_measured_speedup"] if args.compare_unfused else []
     emit("cuda", rows, ["model", "ops", "measured_ms", "optimised_ms", "est_speedup", "measured_speedup",
-                        "spearman", "candidates", "measured_spread", "noise_floor", "spearman_path", "path_graphs",
+                        "spearman", "spearman_repeat", "candidates", "measured_spread", "noise_floor", "spearman_path", "path_graphs",
                         "path_est_speedup", "path_measured_speedup", *unfused, "table_miss_rate",
                         "pytorch_here_ms", "vs_pytorch", "pytorch_ref_ms", "pytorch_ref"],
          device=cb.device_info(), math=args.math, cost_model=model.name, budget=args.budget, leak=leak)
