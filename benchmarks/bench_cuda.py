@@ -274,8 +274,9 @@ def main(argv=None) -> int:
     unfused = ["spearman_unfused", "spearman_path_unfused", "path_unfused_est_speedup",
                "path_unfused_measured_speedup"] if args.compare_unfused else []
     emit("cuda", rows, ["model", "ops", "measured_ms", "optimised_ms", "est_speedup", "measured_speedup",
-                        "spearman", "spearman_repeat", "candidates", "measured_spread", "noise_floor", "spearman_path", "path_graphs",
-                        "path_est_speedup", "path_measured_speedup", *unfused, "table_miss_rate",
+                        "spearman", "spearman_repeat", "candidates", "measured_spread", "noise_floor",
+                        "spearman_path", "path_graphs", "path_est_speedup", "path_measured_speedup", *unfused,
+                        "table_miss_rate",
                         "pytorch_here_ms", "vs_pytorch", "pytorch_ref_ms", "pytorch_ref"],
          device=cb.device_info(), math=args.math, cost_model=model.name, budget=args.budget, leak=leak)
     if leak:

@@ -19,6 +19,11 @@
 // best carried-over candidates are checked again at their place in the successor, best
 // first, until one applies. What is not seen: a match the parent's cycle check rejected
 // that the rewrite made valid (the parent's candidates hold valid matches only).
+// Where ops run in one another's steps (a cost model with fused steps), a match's cost
+// delta also reads the steps of ops a few hops beyond it: a carried-over candidate whose
+// first op lies within that slack of the change has the parent's ops but maybe not its
+// cost delta, so it is priced again at its place (not searched for again: its ops are
+// the parent's).
 #include <deque>
 
 #include "rule_internal.h"
@@ -80,6 +85,37 @@ std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std:
 
 int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()); }
 
+// A full enumeration keeps, of a rule's valid bindings of the same ops, the one found
+// first: the one whose first-matched op has the smallest id. A match found from an
+// anchor near the change may be another binding of ops whose first binding is anchored
+// outside the searched anchors (a merge of three MatMuls, matched in another order); its
+// cost delta is then that first binding's.
+int64_t RuleSet::kept_binding_units(const GraphFacts& facts, const CostModel& model, const Candidate& c,
+                                    const std::vector<int>& near) const {
+  const Compiled& rule = *rules_[c.rule_id];
+  int anchor = c.location[rule.order[0]];
+  OpType type = rule.source[rule.order[0]].type;
+  std::vector<int> key(c.location), earlier;
+  std::sort(key.begin(), key.end());
+  for (int id : key)  // earlier anchors of the same ops that were not searched from
+    if (id < anchor && facts.graph.op(id).type == type && !(near[id] >= 0 && near[id] <= near_radius(c.rule_id)))
+      earlier.push_back(id);
+  for (int first : earlier) {
+    std::vector<std::vector<int>> bindings;
+    Match m = empty_match(rule);
+    std::vector<int> from{first};
+    search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) {
+      std::vector<int> ops(found.ops);
+      std::sort(ops.begin(), ops.end());
+      if (ops == key) bindings.push_back(found.ops);
+    }, &from);
+    int64_t units = 0;
+    for (const auto& at : bindings)
+      if (delta_at(facts, model, c.rule_id, at, &units)) return units;
+  }
+  return c.cost_delta_units;
+}
+
 std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
                                            const std::vector<Candidate>& cands,
                                            const std::vector<int>& which) const {
@@ -91,7 +127,7 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   // follow one another 2 hops further (a GEMM's bias Add, its residual Add, the chain op
   // reading it), and judging an op reads its producers (1), their readers and the
   // producers of a reader-judged op's inputs (1): the change then reaches 6 hops farther
-  // (distances within them count as 0).
+  // (the slack, in which carried-over candidates are priced again).
   const int slack = parent.absorbed.empty() ? 0 : 6;
   for (const Candidate& c : cands) {  // candidates of another graph or rule set are refused
     if (c.rule_id < 0 || c.rule_id >= size())
@@ -126,30 +162,41 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
     if (!parent.absorbed.empty())  // kept ops that start or stop running in an epilogue
       for (int i = 0; i < graph.num_ops(); ++i)
         if (new_id[i] >= 0 && parent.absorbed[i] != facts.absorbed[new_id[i]]) changed.push_back(new_id[i]);
-    std::vector<int> near = hops_from(facts, changed, radius + slack);
-    for (int& d : near) d = d < 0 ? d : std::max(0, d - slack);
+    // hops from the change; matches are searched for afresh only where the ops changed
+    std::vector<int> hops = hops_from(facts, changed, radius + slack);
+    std::vector<int> near(hops);
+    for (int& d : near) d = d > radius ? -1 : d;
     Successor s;
     s.child_hash = child.hash();
-    for (const Candidate& c : enumerate(facts, model, -1, &near))
-      if (!s.has_candidates || c.cost_delta_units < s.best_delta_units) {
-        s.best_delta_units = c.cost_delta_units;
-        s.has_candidates = true;
-      }
-    std::vector<int> at;
-    for (int k : by_delta) {
-      const Candidate& c = cands[k];
-      if (s.has_candidates && c.cost_delta_units >= s.best_delta_units) break;
-      at.clear();
-      for (int id : c.location) at.push_back(new_id[id]);
-      if (std::find(at.begin(), at.end(), -1) != at.end()) continue;  // the rewrite removed some of its ops
-      int anchor_hops = near[at[rules_[c.rule_id]->order[0]]];
-      if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) continue;  // enumerated afresh above
-      int64_t units = 0;
-      if (!delta_at(facts, model, c.rule_id, at, &units)) continue;   // a cycle through the change
+    auto offer = [&](int64_t units) {
       if (!s.has_candidates || units < s.best_delta_units) {
         s.best_delta_units = units;
         s.has_candidates = true;
       }
+    };
+    for (const Candidate& c : enumerate(facts, model, -1, &near))
+      offer(kept_binding_units(facts, model, c, near));
+    // carried-over candidates: (re)placed in the successor; those within the slack priced again
+    std::vector<std::vector<int>> at(cands.size());
+    std::vector<char> far(cands.size(), 0);
+    for (size_t k = 0; k < cands.size(); ++k) {
+      const Candidate& c = cands[k];
+      for (int id : c.location) at[k].push_back(new_id[id]);
+      if (std::find(at[k].begin(), at[k].end(), -1) != at[k].end()) continue;  // the rewrite removed some of its ops
+      int anchor_hops = hops[at[k][rules_[c.rule_id]->order[0]]];
+      if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) continue;  // searched for afresh above
+      if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id) + slack) {
+        int64_t units = 0;
+        if (delta_at(facts, model, c.rule_id, at[k], &units)) offer(units);
+        continue;
+      }
+      far[k] = 1;
+    }
+    for (int k : by_delta) {  // the parent's cost delta stands: best first, until one applies
+      if (!far[k]) continue;
+      if (s.has_candidates && cands[k].cost_delta_units >= s.best_delta_units) break;
+      int64_t units = 0;
+      if (delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);  // false: a cycle through the change
     }
     s.best_delta = static_cast<double>(s.best_delta_units) * kCostUnitMs;
     out.push_back(s);

@@ -101,8 +101,9 @@ class RuleSet {
   // For each candidate cands[w], w in `which` (`cands`: candidates(graph, model)), the
   // graph it leads to and the best cost delta among that graph's candidates, without
   // enumerating the whole successor (successor.cc): matches near the rewritten region
-  // are enumerated afresh, the rest are `cands` carried over, the best of them checked
-  // again at its place in the successor.
+  // are enumerated afresh, the rest are `cands` carried over: those within a cost
+  // model's fused-step reach of the region priced again, of the others the best
+  // checked again at its place in the successor.
   std::vector<Successor> successors(const Graph& graph, const CostModel& model, const std::vector<Candidate>& cands,
                                     const std::vector<int>& which) const;
 
@@ -125,6 +126,11 @@ class RuleSet {
   // does not apply there.
   bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                 const std::vector<int>& location, int64_t* units) const;
+  // The cost delta (units) of the binding of candidate `c`'s ops that a full enumeration
+  // of the graph of `facts` keeps, where only anchors within `near` were searched from
+  // (successor.cc).
+  int64_t kept_binding_units(const rule_detail::GraphFacts& facts, const CostModel& model, const Candidate& c,
+                             const std::vector<int>& near) const;
 
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
