@@ -26,6 +26,7 @@ under graphs/ (<graph>__original.onnx, <graph>__<agent>.onnx) for measuring else
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -223,6 +224,8 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                 load_s = time.perf_counter() - t0
             else:
                 policy = RandomPolicy()
+            gc.collect()
+            gc.freeze()  # what earlier graphs and agents left stays out of the collector's passes
             start = time.perf_counter()  # models are loaded: time the optimisation only
             work = real_work.counts()
             if agent in ("backtracking", "greedy"):
@@ -242,6 +245,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                     if g.cost() < best_cost:
                         best, best_cost = g, g.cost()
             seconds = time.perf_counter() - start
+            gc.unfreeze()
             if agent not in ("backtracking", "greedy"):
                 done_work = real_work.since(work)
                 enumerations = real_work.enumerations(done_work)
