@@ -278,3 +278,16 @@ def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_opti
         assert crossed == 1 if repeat == 0 else crossed >= 3
     assert ends[64] < ends[0] * (1 - 1e-3)
     assert len(asked) <= 2  # M asked at the first optimum and at the last (where nothing paid)
+
+
+def test_an_agent_is_timed_with_what_is_alive_frozen_out_of_the_collector_and_thawed_after():
+    import gc
+
+    from controller.evaluation import _collector_frozen
+
+    before = gc.get_freeze_count()
+    with pytest.raises(RuntimeError):
+        with _collector_frozen():
+            assert gc.get_freeze_count() > before
+            raise RuntimeError("an agent failed mid-episode")
+    assert gc.get_freeze_count() == 0  # thawed even when the timed block raised
