@@ -244,7 +244,7 @@ Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, 
   if (x.type != OpType::kTranspose || input_types.empty() || moves_unit_dims_only(x, input_types[0]))
     return Fused::kNone;
   for (const ReaderFeed& r : readers) {
-    const bool gemm = (r.op->type == OpType::kMatMul || r.op->type == OpType::kGemm) && r.lt_gemm;
+    const bool gemm = is_gemm(r.op->type) && r.lt_gemm;
     // a Transpose reads its input through a view as well, whether it is a view itself or
     // runs as a strided copy
     const bool transpose = r.op->type == OpType::kTranspose && r.fused == Fused::kNone;

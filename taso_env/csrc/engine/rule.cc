@@ -73,6 +73,42 @@ std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& 
   return enumerate(facts, model, rule_id, nullptr);
 }
 
+namespace {
+
+// Of the bindings of `key`'s ops (sorted), the valid one a full enumeration keeps: the
+// first found, anchors in id order. `m` is the binding found from an anchor within
+// `radius` of `near`; where an earlier anchor of the same ops lies outside (not searched
+// from), a binding from it comes first (a merge of three MatMuls matched in another
+// order, with another cost delta). False if no binding is valid.
+bool first_valid_binding(const RuleSet::Compiled& rule, const GraphFacts& facts, const std::vector<int>& near,
+                         int radius, const std::vector<int>& key, Match& m, Plan& plan) {
+  const int anchor = m.ops[rule.order[0]];
+  const OpType type = rule.source[rule.order[0]].type;
+  for (int first : key) {
+    if (first >= anchor) break;
+    if (facts.graph.op(first).type != type || (near[first] >= 0 && near[first] <= radius)) continue;
+    bool ok = false;
+    Match start = empty_match(rule);
+    const std::vector<int> from{first};
+    search_matches(rule, facts, 0, start, nullptr, [&](const Match& found) {
+      std::vector<int> ops(found.ops);
+      std::sort(ops.begin(), ops.end());
+      if (ok || ops != key) return;
+      Match mm = found;
+      Plan p;
+      if (validate(rule, facts, mm, p)) {
+        m = mm;
+        plan = std::move(p);
+        ok = true;
+      }
+    }, &from);
+    if (ok) return true;
+  }
+  return validate(rule, facts, m, plan);
+}
+
+}  // namespace
+
 std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
                                           const std::vector<int>* near) const {
   // With `near`: per op type, its ops within reach of the change (in id order, as in a
@@ -119,11 +155,13 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       if (seen.count(key)) continue;
       Match mm = found;
       Plan plan;
-      if (!validate(rule, facts, mm, plan)) continue;
+      if (near ? !first_valid_binding(rule, facts, *near, near_radius(r), key, mm, plan)
+               : !validate(rule, facts, mm, plan))
+        continue;
       seen.insert(key);
       find_dead_ops(rule, facts, mm, plan);
       Effect e = rewrite_effect(rule, facts, mm, plan, model);
-      out.push_back({r, found.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash});
+      out.push_back({r, mm.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash});
     }
   }
   return out;

@@ -85,37 +85,6 @@ std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std:
 
 int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()); }
 
-// A full enumeration keeps, of a rule's valid bindings of the same ops, the one found
-// first: the one whose first-matched op has the smallest id. A match found from an
-// anchor near the change may be another binding of ops whose first binding is anchored
-// outside the searched anchors (a merge of three MatMuls, matched in another order); its
-// cost delta is then that first binding's.
-int64_t RuleSet::kept_binding_units(const GraphFacts& facts, const CostModel& model, const Candidate& c,
-                                    const std::vector<int>& near) const {
-  const Compiled& rule = *rules_[c.rule_id];
-  int anchor = c.location[rule.order[0]];
-  OpType type = rule.source[rule.order[0]].type;
-  std::vector<int> key(c.location), earlier;
-  std::sort(key.begin(), key.end());
-  for (int id : key)  // earlier anchors of the same ops that were not searched from
-    if (id < anchor && facts.graph.op(id).type == type && !(near[id] >= 0 && near[id] <= near_radius(c.rule_id)))
-      earlier.push_back(id);
-  for (int first : earlier) {
-    std::vector<std::vector<int>> bindings;
-    Match m = empty_match(rule);
-    std::vector<int> from{first};
-    search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) {
-      std::vector<int> ops(found.ops);
-      std::sort(ops.begin(), ops.end());
-      if (ops == key) bindings.push_back(found.ops);
-    }, &from);
-    int64_t units = 0;
-    for (const auto& at : bindings)
-      if (delta_at(facts, model, c.rule_id, at, &units)) return units;
-  }
-  return c.cost_delta_units;
-}
-
 std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
                                            const std::vector<Candidate>& cands,
                                            const std::vector<int>& which) const {
@@ -174,8 +143,7 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
         s.has_candidates = true;
       }
     };
-    for (const Candidate& c : enumerate(facts, model, -1, &near))
-      offer(kept_binding_units(facts, model, c, near));
+    for (const Candidate& c : enumerate(facts, model, -1, &near)) offer(c.cost_delta_units);
     // carried-over candidates: (re)placed in the successor; those within the slack priced again
     std::vector<std::vector<int>> at(cands.size());
     std::vector<char> far(cands.size(), 0);

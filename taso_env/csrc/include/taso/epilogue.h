@@ -98,8 +98,8 @@ void describe_kernel(EpilogueFeed* feed, const std::vector<TensorType>& producer
 void describe_kernel(EpilogueFeed* feed, const Graph& graph, std::vector<TensorType>* scratch);
 
 // The epilogue an op of type/attributes `x`, reading output 0 of `feeds[k]` at input k
-// (types `input_types`), runs in (the producer-side rules). Only the feeds of its first two inputs are read; an
-// input not produced at output 0 must have a null feed op.
+// (types `input_types`), runs in (the producer-side rules). Only the feeds of its first
+// two inputs are read; an input not produced at output 0 must have a null feed op.
 Fused fused_step_of(const Op& x, const std::vector<TensorType>& input_types, const EpilogueFeed* feeds);
 
 // A one-element float32 constant source (a weight of known value: the executor folds it).
@@ -120,9 +120,9 @@ void describe_reader(ReaderFeed* reader, const Graph& graph, std::vector<TensorT
 const std::vector<TensorType>& input_types_of(const Graph& graph, const Op& op, std::vector<TensorType>* scratch);
 
 // The step an op that no producer-side rule fuses (fused_step_of() said kNone) runs in,
-// judged by its readers (the reader-side rules; nothing reads their verdicts): `readers` has one entry per reading input slot; `scalar[k]`
-// (k < 2): input k is a one-element float32 constant source; `graph_output`: its output
-// 0 is a graph output.
+// judged by its readers (the reader-side rules; nothing reads their verdicts): `readers`
+// has one entry per reading input slot; `scalar[k]` (k < 2): input k is a one-element
+// float32 constant source; `graph_output`: its output 0 is a graph output.
 Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, const bool* scalar,
                        bool graph_output, const std::vector<ReaderFeed>& readers);
 // Whether fused_by_readers() may say anything but kNone of an op of this type.

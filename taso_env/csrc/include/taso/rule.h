@@ -116,7 +116,7 @@ class RuleSet {
                  std::vector<int>* new_id, std::vector<int>* added) const;
   // The candidates of the graph of `facts` (all rules or `rule_id`); with `near` (hops
   // from a changed region, -1 = farther), only matches whose first-matched op is within
-  // near_radius(rule) of it.
+  // near_radius(rule) of it, each as the binding of its ops a full enumeration lists.
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                                    const std::vector<int>* near) const;
   // How far from a changed region a rule's match can have its first-matched op while
@@ -126,11 +126,6 @@ class RuleSet {
   // does not apply there.
   bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                 const std::vector<int>& location, int64_t* units) const;
-  // The cost delta (units) of the binding of candidate `c`'s ops that a full enumeration
-  // of the graph of `facts` keeps, where only anchors within `near` were searched from
-  // (successor.cc).
-  int64_t kept_binding_units(const rule_detail::GraphFacts& facts, const CostModel& model, const Candidate& c,
-                             const std::vector<int>& near) const;
 
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
