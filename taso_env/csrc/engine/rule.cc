@@ -2,6 +2,7 @@
 // applies one, rebuilding the graph in topological order. Matching and planning are in
 // rule_match.cc; the compiled form of a rule is in rule_internal.h.
 #include <cstdio>
+#include <functional>
 
 #include "rule_internal.h"
 
@@ -75,6 +76,26 @@ std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& 
 
 namespace {
 
+// The first match the search finds (only at `fixed`, or only from the anchors `first`)
+// that `wanted` accepts (all, if empty) and that is valid, with its plan; false if none.
+bool first_valid_match(const RuleSet::Compiled& rule, const GraphFacts& facts, const std::vector<int>* fixed,
+                       const std::vector<int>* first, const std::function<bool(const Match&)>& wanted, Match& m,
+                       Plan& plan) {
+  bool ok = false;
+  Match start = empty_match(rule);
+  search_matches(rule, facts, 0, start, fixed, [&](const Match& found) {
+    if (ok || (wanted && !wanted(found))) return;
+    Match mm = found;
+    Plan p;
+    if (validate(rule, facts, mm, p)) {
+      m = mm;
+      plan = std::move(p);
+      ok = true;
+    }
+  }, first);
+  return ok;
+}
+
 // Of the bindings of `key`'s ops (sorted), the valid one a full enumeration keeps: the
 // first found, anchors in id order. `m` is the binding found from an anchor within
 // `radius` of `near`; where an earlier anchor of the same ops lies outside (not searched
@@ -87,22 +108,13 @@ bool first_valid_binding(const RuleSet::Compiled& rule, const GraphFacts& facts,
   for (int first : key) {
     if (first >= anchor) break;
     if (facts.graph.op(first).type != type || (near[first] >= 0 && near[first] <= radius)) continue;
-    bool ok = false;
-    Match start = empty_match(rule);
     const std::vector<int> from{first};
-    search_matches(rule, facts, 0, start, nullptr, [&](const Match& found) {
+    auto same_ops = [&](const Match& found) {
       std::vector<int> ops(found.ops);
       std::sort(ops.begin(), ops.end());
-      if (ok || ops != key) return;
-      Match mm = found;
-      Plan p;
-      if (validate(rule, facts, mm, p)) {
-        m = mm;
-        plan = std::move(p);
-        ok = true;
-      }
-    }, &from);
-    if (ok) return true;
+      return ops == key;
+    };
+    if (first_valid_match(rule, facts, nullptr, &from, same_ops, m, plan)) return true;
   }
   return validate(rule, facts, m, plan);
 }
@@ -173,20 +185,9 @@ namespace {
 // dead ops; false if the rule does not apply there.
 bool match_at(const RuleSet::Compiled& rule, const GraphFacts& facts, const std::vector<int>& location, Match& m,
               Plan& plan) {
-  m = empty_match(rule);
-  bool ok = false;
-  search_matches(rule, facts, 0, m, &location, [&](const Match& found) {
-    if (ok) return;
-    Match mm = found;
-    Plan p;
-    if (validate(rule, facts, mm, p)) {
-      m = mm;
-      plan = std::move(p);
-      ok = true;
-    }
-  });
-  if (ok) find_dead_ops(rule, facts, m, plan);
-  return ok;
+  if (!first_valid_match(rule, facts, &location, nullptr, {}, m, plan)) return false;
+  find_dead_ops(rule, facts, m, plan);
+  return true;
 }
 
 }  // namespace
