@@ -21,7 +21,8 @@ i.e. its immediate reward r(c) exactly. Learned terms (M and the controller C):
 Then the real engine looks one rewrite further for two sets of candidates — c's score
 gains gamma * max(0, best immediate score in c's successor), the successor scored by
 `taso_env.engine.search.successors` (only its matches near the rewrite enumerated):
-  - the `expand` best-scored candidates;
+  - the `expand` best-scored candidates, of which only the best and its rivals (improving
+    rewrites of some of its ops: `rivals_only`);
   - at a local optimum of the real rewards (no rewrite saves runtime;
     `detours_at_optimum_only`), detours: the non-improving locations
     (`detour_locations`, smallest loss first) of the `detour_rules` rules with the
@@ -30,8 +31,8 @@ gains gamma * max(0, best immediate score in c's successor), the successor score
     M proposes which to try, the engine confirms that the loss is paid back at the next
     step (nasrnn's cost-neutral MatMul merges that let three-way merges follow). Greedy
     takes neither. Before M is asked, the rule of the detour last taken this episode is
-    looked at, nearest that detour first (`repeat_detours`): a valley just crossed often
-    repeats in the next block;
+    looked at, nearest first to where the next block's would be (`repeat_detours`): a
+    valley just crossed often repeats in the next block;
     where none of M's first `detour_rules` rules pays, `detour_rounds` allows more.
   - a detour that saves nothing and that the next rewrite only brings back to even
     (a loss paid back, or a cost-neutral move; `follow_detours`) is followed one
@@ -51,7 +52,8 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
 two-step proposal. While some rewrite saves runtime the agent takes, of the improving
-ones, the best by its reward and its successor's (`expand`); V and M are not run then.
+ones, the best by its reward and its successor's (`expand`, `rivals_only`); V and M are
+not run then.
 The lookahead's engine calls (k + detours successors per step, and a build, an
 enumeration and a successor per followed detour) are real work at optimisation time,
 counted in the real-work ledger, never in training.
@@ -81,6 +83,20 @@ def _rewards(cost_deltas, initial_cost: float) -> np.ndarray:
     return -100.0 * np.asarray(cost_deltas, dtype=float) / initial_cost
 
 
+def _block_period(places: list[int]) -> int:
+    """The op-id period of a rule's locations in a network of repeated blocks: the shift
+    that maps the most of them onto another (the smallest of equals; 0 if none does)."""
+    xs = sorted(set(places))
+    counts: dict[int, int] = {}
+    for i, a in enumerate(xs):
+        for b in xs[i + 1:]:
+            counts[b - a] = counts.get(b - a, 0) + 1
+    if not counts:
+        return 0
+    best = max(counts.values())
+    return min(p for p, n in counts.items() if n == best)
+
+
 def _non_improving(rule: int, rule_of: np.ndarray, rewards: np.ndarray, limit: int) -> list[int]:
     """Up to `limit` candidates (indices) of the `rule`-th valid rule that save nothing,
     the smallest loss first."""
@@ -103,6 +119,14 @@ class LookaheadConfig:
             are not taken at 0.1; nor is nasrnn's reordering of its merges (2.057x
             instead of greedy's 1.985x; docs/learned_agents.md, twelfth session).
         expand: best-scored candidates looked at one real rewrite further (0 = none).
+        rivals_only: of those, only the best and the improving rewrites of some of its ops
+            (none where it has no such rival). A rewrite of other ops is still there once
+            the best is taken, and its reward is smaller, so looking further mostly
+            cannot make it win; a rival the best would destroy can (inception_v3's
+            two-way convolution merge, then another, over the three-way one: 1.2205x
+            where greedy's choice ends at 1.2193x). Same graphs as all `expand` on run
+            s12's eleven evaluation graphs, looking at 55-85% fewer successors on the
+            ones whose rewrites do not compete (fourteenth session).
         detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
             8 (6 before the tenth session): M ranks squeezenet1_1's enlargement 7th.
@@ -127,13 +151,19 @@ class LookaheadConfig:
             pays, the next `detour_rules` rules in M's ranking are looked at, for at most
             this many rounds (1: M's first `detour_rules` only).
         repeat_detours: at a local optimum, the non-improving locations (up to this many)
-            of the rule of the detour last taken this episode are looked at first, the
-            nearest to that detour first, `detour_locations` at a time until one pays,
-            and M is asked only if none does: a valley just crossed often repeats in the
-            next of a network's repeated blocks (t5_small_encoder's thirteen; 0 = never).
-            16 (64 before the thirteenth session): the same graphs on run s12's eleven
-            evaluation graphs, 10-40% less time (bert_base 1.82 -> 1.44 s, inception_v3
-            0.80 -> 0.48 s); at 8 vit_b_16 and t5_small_encoder stop short.
+            of the rule of the detour last taken this episode are looked at first,
+            `repeat_locations` at a time until one pays, and M is asked only if none
+            does: a valley just crossed often repeats in the next of a network's
+            repeated blocks (t5_small_encoder's thirteen; 0 = never). Nearest first to
+            where the next block's valley would be: the last detour's first op plus the
+            stride between the last two detours of that rule (op ids are a topological
+            order), or, before a second, the period of the rule's locations
+            (`_block_period`). 16 (64 before the thirteenth session); at 8
+            t5_small_encoder stops short (its blocks are not evenly spaced in op ids).
+        repeat_locations: how many of those are looked at before asking whether one pays.
+            1 (`detour_locations` before the fourteenth session): with the stride the
+            next block's valley is mostly the first looked at (bert_base: 1 successor
+            per repeated valley instead of 8-12).
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
     called: set them before.)
         temperature: of the softmax when exploring.
@@ -143,6 +173,7 @@ class LookaheadConfig:
     step_cost: float = 0.02
     detour_cost: float = 0.05
     expand: int = 4
+    rivals_only: bool = True
     detour_rules: int = 8
     detour_locations: int = 4
     value_weight: float = 0.0
@@ -152,6 +183,7 @@ class LookaheadConfig:
     detours_at_optimum_only: bool = True
     detour_rounds: int = 1
     repeat_detours: int = 16
+    repeat_locations: int = 1
     temperature: float = 0.5
 
 
@@ -169,6 +201,7 @@ class ControllerAgent:
         self.visited: set[int] = set()  # hashes of the graphs this episode went through
         self.last_detour_rule: int | None = None  # the rule of the last detour taken this episode
         self.last_detour_at = 0  # and the first op (id) of its location
+        self.detour_stride = 0  # op ids between the last two detours of that rule (0: not seen twice)
         self.trace: list[tuple[int, int, int, float]] = []
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
         self._encode = tf.function(vae.encode, input_signature=[graphs_tuple_signature()])
@@ -243,22 +276,39 @@ class ControllerAgent:
         # A rewrite that saves runtime is always worth its step: whatever the learned terms
         # say, it scores above stop (so the agent never stops short of a local optimum).
         score = np.where(rewards > 0, np.maximum(score, 1e-6 * rewards), score)
-        picks = list(np.argsort(-score, kind="stable")[:la.expand])
+        picks = self._rivals(np.argsort(-score, kind="stable"), cands, rewards)
         self._look(picks, cands, rewards, score, info["initial_cost"])
         looked = set(picks)
         if propose and self.last_detour_rule in xfers and la.repeat_detours > 0 and not self.explore:
             # the rule of the detour last taken first: its valley often repeats block after block,
-            # nearest the last detour first (op ids are a topological order), a few at a time
+            # nearest where the next block's would be first (the last detour's place plus the
+            # stride between the last two; op ids are a topological order), a few at a time
             k = int(np.flatnonzero(xfers == self.last_detour_rule)[0])
+            stride = self.detour_stride or _block_period([min(cands[i].location) for i in np.flatnonzero(rule_of == k)])
+            expected = self.last_detour_at + stride
             group = sorted(_non_improving(k, rule_of, rewards, len(cands)),
-                           key=lambda i: abs(min(cands[i].location) - self.last_detour_at))[:la.repeat_detours]
-            size = max(1, la.detour_locations)
+                           key=lambda i: abs(min(cands[i].location) - expected))[:la.repeat_detours]
+            size = max(1, la.repeat_locations)
             chunks = [group[i:i + size] for i in range(0, len(group), size)]
             propose = not self._look_until_one_pays(chunks, looked, cands, rewards, score, info["initial_cost"])
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
             rounds = self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)[:max(1, la.detour_rounds)]
             self._look_until_one_pays(rounds, looked, cands, rewards, score, info["initial_cost"])
         return actions, score
+
+    def _rivals(self, ranked: np.ndarray, cands: list, rewards: np.ndarray) -> list[int]:
+        """The candidates worth a look one rewrite further (the `expand` best-scored of
+        `ranked`); with `rivals_only`, only the best and the improving rewrites of some of its
+        ops (none when it has no rival): a rewrite of other ops is still there after the
+        best is taken and scores below it however far one looks (rewards add up, discounted),
+        so only a rival that the best would destroy can win by its successor."""
+        la = self.lookahead
+        picks = list(ranked[:la.expand])
+        if not la.rivals_only or self.explore or not picks:
+            return picks
+        ops = set(cands[picks[0]].location)
+        rivals = [k for k in ranked if rewards[k] > 0 and not ops.isdisjoint(cands[k].location)][:la.expand]
+        return rivals if len(rivals) > 1 else []
 
     def _look_until_one_pays(self, rounds: list[list[int]], looked: set[int], cands: list, rewards: np.ndarray,
                              score: np.ndarray, initial_cost: float) -> bool:
@@ -349,6 +399,7 @@ class ControllerAgent:
             self.trace = []
             self.visited = set()
             self.last_detour_rule = None
+            self.detour_stride = 0
         self.visited.add(self.env.graph.hash())  # the graph the last rewrite led to
         stop = len(info["xfer_mask"]) - 1
         actions, score = self.scores(obs, info)
@@ -362,5 +413,7 @@ class ControllerAgent:
         xfer, loc = actions[k]
         self.trace.append((int(info["step"]), xfer, loc, float(score[k])))
         if xfer != stop and (taken := self.env.candidates(xfer)[loc]).cost_delta >= 0:  # a detour
-            self.last_detour_rule, self.last_detour_at = xfer, min(taken.location)
+            at = min(taken.location)
+            self.detour_stride = at - self.last_detour_at if xfer == self.last_detour_rule else 0
+            self.last_detour_rule, self.last_detour_at = xfer, at
         return np.array([xfer, loc])

@@ -280,6 +280,38 @@ def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_opti
     assert len(asked) <= 2  # M asked at the first optimum and at the last (where nothing paid)
 
 
+def test_the_next_repeated_valley_is_looked_for_one_block_period_on():
+    """Locations of one rule in a network of repeated blocks (two per block, 31 op ids
+    apart, as bert_base's): the period is the block's, not the gap within a block; with
+    no shift mapping any location onto another there is none."""
+    from controller.agent import _block_period
+
+    bert_like = [259, 275, 276, 290, 306, 307, 321, 337, 338, 352, 368, 369]
+    assert _block_period(bert_like) == 31
+    assert _block_period([259 + 7, *bert_like]) == 31  # one stray location changes nothing
+    assert _block_period([5]) == 0 and _block_period([]) == 0
+
+
+def test_only_rivals_of_the_best_rewrite_are_looked_at_further():
+    """While rewrites save runtime the agent looks one rewrite further only at the best and
+    the improving rewrites sharing some of its ops: nothing when the best has no rival,
+    and every one of the best-scored when `rivals_only` is off (or exploring)."""
+    from controller.agent import ControllerAgent, LookaheadConfig
+    from taso_env.engine.search import Candidate
+
+    agent = ControllerAgent.__new__(ControllerAgent)
+    agent.explore = False
+    agent.lookahead = LookaheadConfig(expand=3)
+    cands = [Candidate(0, (1, 2), -3.0), Candidate(1, (2, 3), -2.0), Candidate(2, (7, 8), -1.0),
+             Candidate(3, (1, 9), 0.5)]
+    rewards = np.array([3.0, 2.0, 1.0, -0.5])
+    ranked = np.arange(4)
+    assert agent._rivals(ranked, cands, rewards) == [0, 1]  # not 2 (other ops) nor 3 (no saving)
+    assert agent._rivals(np.array([2, 0, 1, 3]), cands, rewards) == []  # the best, 2, has no rival
+    agent.lookahead = LookaheadConfig(expand=3, rivals_only=False)
+    assert agent._rivals(ranked, cands, rewards) == [0, 1, 2]
+
+
 def test_an_agent_is_timed_with_what_is_alive_frozen_out_of_the_collector_and_thawed_after():
     import gc
 
