@@ -54,7 +54,7 @@ made the agent's choices worse, not better (run s6 of docs/learned_agents.md: na
 two-step proposal. While some rewrite saves runtime the agent takes, of the improving
 ones, the best by its reward and its successor's (`expand`, `rivals_only`); V and M are
 not run then.
-The lookahead's engine calls (k + detours successors per step, and a build, an
+The lookahead's engine calls (k + detours successors per step, and a step of the env's
 enumeration and a successor per followed detour) are real work at optimisation time,
 counted in the real-work ledger, never in training.
 With `explore` (collecting new real episodes in iterative training), actions are
@@ -74,7 +74,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from controller.policy import Controller
-from taso_env.engine.search import successors
+from taso_env.engine.search import step, successors
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
 
 
@@ -260,6 +260,7 @@ class ControllerAgent:
                 actions.append((int(xfer), loc))
                 cands.append(c)
                 rule_of.append(k)
+        self._enumerated = [self.env.candidate_index(x, loc) for x, loc in actions]  # where each is in the env's
         if not actions:
             return actions, np.zeros(0)
         la = self.lookahead
@@ -345,22 +346,22 @@ class ControllerAgent:
                     even.append((rewards[k] + best_reward, k, best))
                 score[k] += la.gamma * max(0.0, best)
         for _, k, best in sorted(even, reverse=True)[:la.follow_max]:  # the closest to a gain first
-            follow = best + la.gamma * max(0.0, self._follow(cands[k], initial_cost))
+            follow = best + la.gamma * max(0.0, self._follow(k, initial_cost))
             score[k] += la.gamma * (max(0.0, follow) - max(0.0, best))
 
-    def _follow(self, detour, initial_cost: float) -> float:
-        """The best immediate score one rewrite after the best rewrite of `detour`'s
-        successor (its successor built and enumerated): for a detour whose loss the next
-        rewrite only pays back (squeezenet1_1's 1x1 convolution enlarged, then merged with
-        its 3x3 sibling, which only then lets the ReLUs fold into the merged convolution's
+    def _follow(self, detour: int, initial_cost: float) -> float:
+        """The best immediate score one rewrite after the best rewrite of candidate
+        `detour`'s successor (its successor built and enumerated, near the rewrite: the
+        env's enumeration carried through it): for a detour whose loss the next rewrite
+        only pays back (squeezenet1_1's 1x1 convolution enlarged, then merged with its 3x3
+        sibling, which only then lets the ReLUs fold into the merged convolution's
         epilogue and the Concat of its Split away)."""
         env = self.env
-        child = env.graph.apply(detour, rules=env.rules)
-        cands = child.candidates(rules=env.rules, model=env.cost_model)
-        if not cands:
+        child = step(env.enumeration(), self._enumerated[detour])
+        if not child.candidates:
             return 0.0
-        k = int(np.argmin([c.cost_delta for c in cands]))
-        after = successors(child, cands, [k], rules=env.rules, model=env.cost_model)[0]
+        k = int(np.argmin([c.cost_delta for c in child.candidates]))
+        after = successors(child.graph, child.candidates, [k], rules=env.rules, model=env.cost_model)[0]
         if after.best_delta is None or after.child_hash in self.visited:
             return 0.0
         return float(self._immediate(_rewards([after.best_delta], initial_cost))[0])

@@ -188,6 +188,10 @@ cdef extern from "taso/rule.h" namespace "taso":
         int64_t cost_delta_units
         uint64_t child_hash
 
+    cdef cppclass Enumeration:
+        vector[Candidate] candidates
+        vector[Candidate] cycle_rejected
+
     cdef cppclass Successor:
         uint64_t child_hash
         bint has_candidates
@@ -201,6 +205,9 @@ cdef extern from "taso/rule.h" namespace "taso":
         Graph apply(const Graph& graph, int rule_id, const vector[int]& location) except +raise_core_error
         vector[Successor] successors(const Graph& graph, const CostModel& model, const vector[Candidate]& cands,
                                      const vector[int]& which) except +raise_core_error
+        Enumeration enumeration(const Graph& graph, const CostModel& model) except +raise_core_error
+        Graph step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
+                   Enumeration* next) except +raise_core_error
 
 
 cdef extern from "taso/search.h" namespace "taso":

@@ -7,6 +7,8 @@ Real work is anything that touches the real substitution environment:
     "apply"        the C++ engine applying a rewrite (Graph.apply)
     "successors"   the C++ engine looking one rewrite ahead (search.successors: one per
                    successor graph built and partly enumerated)
+    "step"         the C++ engine applying a rewrite and enumerating the new graph near
+                   it (search.step)
     "search"       a C++ search baseline (te.search)
     "env_init"     constructing a GraphRewriteEnv
     "env_step"     a GraphRewriteEnv step (also the steps' own candidates/apply calls)
@@ -30,7 +32,7 @@ from collections import Counter
 
 from taso_env.errors import TasoEnvError
 
-KINDS = ("candidates", "apply", "successors", "search", "env_init", "env_step", "env_reset")
+KINDS = ("candidates", "apply", "successors", "step", "search", "env_init", "env_step", "env_reset")
 
 _counts: Counter = Counter()
 _forbidden: list[str] = []  # reasons, innermost last
@@ -68,7 +70,7 @@ def since(before: dict[str, int]) -> dict[str, int]:
 def enumerations(work: dict[str, int]) -> int:
     """The graphs whose candidates `work` (a `since()` or `counts()` result) enumerated,
     whole or near a rewrite: what an agent's optimisation time is spent on."""
-    return work["candidates"] + work["successors"]
+    return work["candidates"] + work["successors"] + work["step"]
 
 
 @contextlib.contextmanager

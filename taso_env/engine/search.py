@@ -92,6 +92,47 @@ def successors(graph: Graph, cands: list[Candidate], which, *, rules=None,
     return [Successor(h, d) for h, d in raw]
 
 
+class Enumeration:
+    """A graph's candidates, sorted by rule and location (as a full enumeration finds them),
+    that can follow the graph through a rewrite without enumerating it whole (`step`).
+
+    Attributes:
+        graph: the graph enumerated.
+        candidates: its candidates.
+    """
+
+    def __init__(self, graph: Graph, core, rules, model):
+        self.graph = graph
+        self.candidates = [Candidate(r, loc, d) for r, loc, d in core.candidates()]
+        self._core, self._rules, self._model = core, rules, model
+
+    def cycle_rejected(self) -> list[tuple[int, tuple[int, ...]]]:
+        """(rule, location) of the bindings the enumeration rejected only because their
+        rewrite would close a cycle (a later rewrite elsewhere can open it)."""
+        return self._core.cycle_rejected()
+
+
+def enumeration(graph: Graph, *, rules=None, model: str | CostModel | None = None) -> Enumeration:
+    """Every valid (rule, location) of `graph`, sorted by rule and location, as an
+    `Enumeration` that `step` can carry through a rewrite."""
+    real_work.record("candidates")
+    rule_set, core_model = _rules(rules), _core_model(model)
+    return Enumeration(graph, rule_set.core.enumeration(graph._core, core_model), rule_set, core_model)
+
+
+def step(enum: Enumeration, which: int) -> Enumeration:
+    """The enumeration of the graph that `enum.candidates[which]` leads to (its `graph`),
+    equal to a full enumeration of it but found by enumerating only near the rewritten
+    ops (taso_env/csrc/engine/enumeration.cc).
+
+    Raises:
+        IndexError: `which` is not one of `enum.candidates`.
+    """
+    real_work.record("step")
+    core_graph, core = enum._rules.core.step(enum.graph._core, enum._model, enum._core, int(which))
+    return Enumeration(_wrap(enum.graph, core_graph), core, enum._rules, enum._model)
+
+
 def apply(graph: Graph, candidate: Candidate, *, rules=None) -> Graph:
     """The graph with `candidate` applied (a new Graph; weight data carried over).
 

@@ -6,8 +6,9 @@
 
 - Observation: the current graph as padded graph-net arrays (taso_env/env/features.py).
 - Action: `(xfer, location)`. `xfer` in [0, n_rules) is a rule id (te.rules.names());
-  `xfer == n_rules` is **stop**. `location` indexes that rule's candidates in the order
-  `Graph.candidates()` lists them (at most `max_locations` per rule).
+  `xfer == n_rules` is **stop**. `location` indexes that rule's candidates sorted by
+  location (op ids; at most `max_locations` per rule). A step enumerates the new graph's
+  candidates only near the rewrite (`search.step`; the same list as a full enumeration).
   `info["xfer_mask"]` [n_rules + 1] and `info["location_mask"]` [n_rules + 1,
   max_locations] say which actions are valid (stop always is).
 - Invalid action (masked out): with `invalid_action="penalty"` (default) the graph is
@@ -32,7 +33,7 @@ from gymnasium import spaces
 
 from taso_env import graphs
 from taso_env import rules as rules_module
-from taso_env.engine import real_work
+from taso_env.engine import real_work, search
 from taso_env.engine.cost_model import make_cost_model
 from taso_env.engine.graph import Graph
 from taso_env.engine.search import Candidate
@@ -124,15 +125,27 @@ class GraphRewriteEnv(gymnasium.Env):
     def graph_names(self) -> list[str]:
         return [g.name for g in self._graphs]
 
-    def _refresh(self) -> None:
-        """Candidates of the current graph, grouped by rule, and the masks."""
-        self._cands = self.graph.candidates(rules=self.rules, model=self.cost_model)
+    def _refresh(self, enum: search.Enumeration) -> None:
+        """Makes `enum`'s graph the current one: its candidates grouped by rule (sorted by
+        location), what an action indexes, and its costs."""
+        self._enum, self.graph = enum, enum.graph
+        self._cands = enum.candidates
         self._by_rule: list[list[Candidate]] = [[] for _ in range(self.n_rules)]
-        for c in self._cands:
+        self._index_by_rule: list[list[int]] = [[] for _ in range(self.n_rules)]
+        for i, c in enumerate(self._cands):
             if len(self._by_rule[c.rule_id]) < self.config.max_locations:
                 self._by_rule[c.rule_id].append(c)
+                self._index_by_rule[c.rule_id].append(i)
         self._op_costs = self.graph.op_costs(self.cost_model)
         self._cost = float(self._op_costs.sum())
+
+    def enumeration(self) -> search.Enumeration:
+        """The current graph's candidates, as `search.step` can carry through a rewrite."""
+        return self._enum
+
+    def candidate_index(self, xfer: int, location: int) -> int:
+        """Where candidate (xfer, location) is in `enumeration().candidates`."""
+        return self._index_by_rule[xfer][location]
 
     def _masks(self) -> tuple[np.ndarray, np.ndarray]:
         xfer = np.zeros(self.n_rules + 1, bool)
@@ -173,7 +186,7 @@ class GraphRewriteEnv(gymnasium.Env):
         else:
             self.graph = self._graphs[int(self.np_random.integers(len(self._graphs)))]
         self._step = 0
-        self._refresh()
+        self._refresh(search.enumeration(self.graph, rules=self.rules, model=self.cost_model))
         self._initial_cost = self._cost
         return self._observation(), self._info()
 
@@ -191,15 +204,14 @@ class GraphRewriteEnv(gymnasium.Env):
         if xfer == self.n_rules:
             reward, terminated, invalid = 0.0, True, False
         elif 0 <= xfer < self.n_rules and 0 <= location < len(self._by_rule[xfer]):
-            previous_graph, previous_cost, previous_costs = self.graph, self._cost, self._op_costs
-            self.graph = self.graph.apply(self._by_rule[xfer][location], rules=self.rules)
-            n, e = features.graph_size(self.graph)
+            previous_cost = self._cost
+            after = search.step(self._enum, self._index_by_rule[xfer][location])
+            n, e = features.graph_size(after.graph)
             if n > self.max_nodes or e > self.max_edges:
-                self.graph, self._op_costs = previous_graph, previous_costs
                 truncated_reason = "observation limit"
                 reward, terminated, invalid = 0.0, False, False
             else:
-                self._refresh()
+                self._refresh(after)
                 reward = 100.0 * (previous_cost - self._cost) / self._initial_cost
                 terminated, invalid = not self._cands, False
         else:
@@ -221,7 +233,7 @@ class GraphRewriteEnv(gymnasium.Env):
 class FlatCandidateActions(gymnasium.Wrapper):
     """Flat `Discrete(max_candidates + 1)` actions for agents that score candidates:
     action i < max_candidates applies the i-th candidate of `info["candidates"]` (all
-    rules, in `Graph.candidates()` order); action max_candidates is stop.
+    rules, each rule's sorted by location); action max_candidates is stop.
     `info["action_mask"]` marks the valid ones; `info["candidate_features"]`
     [max_candidates, 3] holds (rule id, cost delta as % of the initial cost, valid)."""
 

@@ -55,6 +55,11 @@ RuleSet::RuleSet(std::vector<RuleSpec> specs) {
   rules_by_anchor_.resize(kNumOpTypes);
   for (int r = 0; r < size(); ++r)
     rules_by_anchor_[static_cast<int>(rules_[r]->source[rules_[r]->order[0]].type)].push_back(r);
+  for (int r = 0; r < size(); ++r) {
+    std::set<OpType> types;
+    for (const auto& op : rules_[r]->source) types.insert(op.type);
+    rebindable_.push_back(types.size() < rules_[r]->source.size());
+  }
 }
 
 RuleSet::~RuleSet() = default;
@@ -122,7 +127,7 @@ bool first_valid_binding(const RuleSet::Compiled& rule, const GraphFacts& facts,
 }  // namespace
 
 std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
-                                          const std::vector<int>* near) const {
+                                          const std::vector<int>* near, std::vector<Candidate>* rejected) const {
   // With `near`: per op type, its ops within reach of the change (in id order, as in a
   // full enumeration: of two matches of the same ops the first found is kept).
   std::vector<std::vector<int>> near_by_type;
@@ -168,8 +173,12 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       Match mm = found;
       Plan plan;
       if (near ? !first_valid_binding(rule, facts, *near, near_radius(r), key, mm, plan)
-               : !validate(rule, facts, mm, plan))
+               : !validate(rule, facts, mm, plan)) {
+        Match again = found;
+        Plan p;
+        if (rejected && validate_but_cycle(rule, facts, again, p)) rejected->push_back({r, found.ops});
         continue;
+      }
       seen.insert(key);
       find_dead_ops(rule, facts, mm, plan);
       Effect e = rewrite_effect(rule, facts, mm, plan, model);

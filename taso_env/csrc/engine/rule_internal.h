@@ -356,6 +356,23 @@ struct Effect {
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
                       const CostModel& model);
 Match empty_match(const Compiled& rule);
+// validate() but for the cycle check, and the cycle check alone (no op the target reads
+// depends on the match's outputs).
+bool validate_but_cycle(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan);
+bool creates_no_cycle(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan);
+
+// A parent graph's rewrite (RuleSet::rewrite): the child, where each parent op went (-1:
+// removed), the child's ops where something changed (built by the target, inputs or
+// readers changed, fused-step verdict or constant-ness changed), the child's facts and
+// each child op's hops from the changed ones (-1: beyond the reach asked for).
+struct Rewritten {
+  std::unique_ptr<Graph> graph;  // (on the heap: `facts` refers to it)
+  std::vector<int> new_id;
+  std::vector<int> changed;
+  std::unique_ptr<GraphFacts> facts;
+  std::vector<int> hops;
+};
+std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius);
 
 }  // namespace rule_detail
 }  // namespace taso

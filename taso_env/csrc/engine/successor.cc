@@ -32,10 +32,8 @@ namespace taso {
 
 using namespace rule_detail;
 
-namespace {
-
 // Hops from `seeds` of every op within `radius` of them (-1: farther).
-std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius) {
+std::vector<int> rule_detail::hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius) {
   int n = f.graph.num_ops();
   std::vector<int> dist(n, -1);
   std::deque<int> queue;
@@ -59,6 +57,8 @@ std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, i
   }
   return dist;
 }
+
+namespace {
 
 // Ops of `child` where the rewrite of `parent` changed something: the ops the target
 // built, kept ops whose inputs changed, kept producers of the removed ops' inputs.
@@ -85,19 +85,23 @@ std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std:
 
 int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()); }
 
-std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
-                                           const std::vector<Candidate>& cands,
-                                           const std::vector<int>& which) const {
-  GraphFacts parent(graph, &model);
+int RuleSet::max_near_radius() const {
   int radius = 0;
   for (int r = 0; r < size(); ++r) radius = std::max(radius, near_radius(r));
+  return radius;
+}
+
+int RuleSet::fused_step_slack(const GraphFacts& facts) {
   // Where ops can run in another op's step, a match's cost delta also reads the state of
   // ops farther out: the co-readers of its inputs (2 hops) are judged again, verdicts
   // follow one another 2 hops further (a GEMM's bias Add, its residual Add, the chain op
   // reading it), and judging an op reads its producers (1), their readers and the
   // producers of a reader-judged op's inputs (1): the change then reaches 6 hops farther
   // (the slack, in which carried-over candidates are priced again).
-  const int slack = parent.absorbed.empty() ? 0 : 6;
+  return facts.absorbed.empty() ? 0 : 6;
+}
+
+void RuleSet::check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const {
   for (const Candidate& c : cands) {  // candidates of another graph or rule set are refused
     if (c.rule_id < 0 || c.rule_id >= size())
       throw ValueError("candidate of rule id " + std::to_string(c.rule_id) + ": no such rule in this rule set");
@@ -107,6 +111,42 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
       throw ValueError("a candidate of rule '" + rules_[c.rule_id]->spec.name +
                        "' has a location that is not in this graph (candidates of another graph?)");
   }
+}
+
+Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, const Candidate& c, int reach) const {
+  const Graph& graph = parent.graph;
+  Rewritten r;
+  std::vector<int> added;
+  r.graph = std::make_unique<Graph>(apply_to(parent, c.rule_id, c.location, &r.new_id, &added));
+  r.changed = changed_ops(graph, *r.graph, r.new_id, added);
+  // the unchanged ops keep their costs (unless their constant-ness changed)
+  std::vector<int64_t> known(r.graph->num_ops(), -1);
+  std::vector<char> known_constant(r.graph->num_ops(), 0);
+  for (int i = 0; i < graph.num_ops(); ++i)
+    if (r.new_id[i] >= 0) {
+      known[r.new_id[i]] = parent.raw_units[i];
+      known_constant[r.new_id[i]] = parent.constant[i];
+    }
+  for (int id : r.changed) known[id] = -1;
+  r.facts = std::make_unique<GraphFacts>(*r.graph, &model, false, &known, &known_constant);
+  const GraphFacts& facts = *r.facts;
+  for (int i = 0; i < graph.num_ops(); ++i) {  // kept ops that start or stop running in an epilogue, or being constant
+    int id = r.new_id[i];
+    if (id < 0) continue;
+    if ((!parent.absorbed.empty() && parent.absorbed[i] != facts.absorbed[id]) || parent.constant[i] != facts.constant[id])
+      r.changed.push_back(id);
+  }
+  r.hops = hops_from(facts, r.changed, reach);
+  return r;
+}
+
+std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
+                                           const std::vector<Candidate>& cands,
+                                           const std::vector<int>& which) const {
+  GraphFacts parent(graph, &model);
+  const int radius = max_near_radius();
+  const int slack = fused_step_slack(parent);
+  check_candidates_of(graph, cands);
   std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
   for (size_t i = 0; i < cands.size(); ++i) by_delta[i] = static_cast<int>(i);
   std::stable_sort(by_delta.begin(), by_delta.end(),
@@ -115,28 +155,15 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   for (int w : which) {
     if (w < 0 || w >= static_cast<int>(cands.size()))
       throw IndexError("candidate " + std::to_string(w) + " out of range (" + std::to_string(cands.size()) + ")");
-    std::vector<int> new_id, added;
-    Graph child = apply_to(parent, cands[w].rule_id, cands[w].location, &new_id, &added);
-    std::vector<int> changed = changed_ops(graph, child, new_id, added);
-    // the unchanged ops keep their costs (unless their constant-ness changed)
-    std::vector<int64_t> known(child.num_ops(), -1);
-    std::vector<char> known_constant(child.num_ops(), 0);
-    for (int i = 0; i < graph.num_ops(); ++i)
-      if (new_id[i] >= 0) {
-        known[new_id[i]] = parent.raw_units[i];
-        known_constant[new_id[i]] = parent.constant[i];
-      }
-    for (int id : changed) known[id] = -1;
-    GraphFacts facts(child, &model, false, &known, &known_constant);
-    if (!parent.absorbed.empty())  // kept ops that start or stop running in an epilogue
-      for (int i = 0; i < graph.num_ops(); ++i)
-        if (new_id[i] >= 0 && parent.absorbed[i] != facts.absorbed[new_id[i]]) changed.push_back(new_id[i]);
-    // hops from the change; matches are searched for afresh only where the ops changed
-    std::vector<int> hops = hops_from(facts, changed, radius + slack);
+    Rewritten rw = rewrite(parent, model, cands[w], radius + slack);
+    const GraphFacts& facts = *rw.facts;
+    const std::vector<int>& new_id = rw.new_id;
+    const std::vector<int>& hops = rw.hops;
+    // matches are searched for afresh only where the ops changed
     std::vector<int> near(hops);
     for (int& d : near) d = d > radius ? -1 : d;
     Successor s;
-    s.child_hash = child.hash();
+    s.child_hash = rw.graph->hash();
     auto offer = [&](int64_t units) {
       if (!s.has_candidates || units < s.best_delta_units) {
         s.best_delta_units = units;

@@ -74,8 +74,19 @@ struct Successor {
   double best_delta = 0.0;  // ms
 };
 
+// Every valid candidate of a graph, listed as a full enumeration finds them, sorted by
+// rule and location, with what it takes to list those of a graph one rewrite further
+// without enumerating it whole (RuleSet::step, enumeration.cc): the bindings a full
+// enumeration finds and rejects only because their rewrite would close a cycle (a
+// rewrite elsewhere can open it). Cost deltas of cycle_rejected are unset.
+struct Enumeration {
+  std::vector<Candidate> candidates;
+  std::vector<Candidate> cycle_rejected;
+};
+
 namespace rule_detail {
 struct GraphFacts;
+struct Rewritten;
 }
 
 class RuleSet {
@@ -107,6 +118,15 @@ class RuleSet {
   std::vector<Successor> successors(const Graph& graph, const CostModel& model, const std::vector<Candidate>& cands,
                                     const std::vector<int>& which) const;
 
+  // The candidates of `graph` (as candidates() finds them, sorted by rule and location)
+  // and its cycle-rejected bindings.
+  Enumeration enumeration(const Graph& graph, const CostModel& model) const;
+  // Applies current.candidates[which] to `graph` (whose enumeration `current` is) and
+  // returns the graph it leads to; `next` becomes that graph's enumeration, equal to
+  // enumeration(result, model), found by enumerating only near the rewritten ops.
+  Graph step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
+             Enumeration* next) const;
+
   struct Compiled;  // a checked, pre-processed rule (rule_internal.h)
 
  private:
@@ -117,11 +137,27 @@ class RuleSet {
   // The candidates of the graph of `facts` (all rules or `rule_id`); with `near` (hops
   // from a changed region, -1 = farther), only matches whose first-matched op is within
   // near_radius(rule) of it, each as the binding of its ops a full enumeration lists.
+  // With `rejected`, also the bindings found and rejected only for closing a cycle.
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
-                                   const std::vector<int>* near) const;
+                                   const std::vector<int>* near,
+                                   std::vector<Candidate>* rejected = nullptr) const;
+  // `graph` with cands[w] applied, its facts (unchanged ops keep their costs), the ops
+  // the rewrite changed and every op's hops from them (up to `reach`; -1 farther).
+  rule_detail::Rewritten rewrite(const rule_detail::GraphFacts& parent, const CostModel& model, const Candidate& c,
+                                 int reach) const;
+  // The valid binding of the ops `key` (sorted) a full enumeration keeps, with its cost
+  // delta, and the bindings of them it rejects before it for closing a cycle; false if
+  // none is valid.
+  bool kept_binding(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
+                    const std::vector<int>& key, Candidate* kept, std::vector<Candidate>* rejected) const;
   // How far from a changed region a rule's match can have its first-matched op while
   // it, or a producer of its inputs, lies in the region (successor.cc): its source size.
   int near_radius(int rule_id) const;
+  int max_near_radius() const;
+  // How much farther than a match's ops its cost delta reads (successor.cc).
+  static int fused_step_slack(const rule_detail::GraphFacts& facts);
+  // Throws ValueError unless every candidate is of a rule of this set, at ops of `graph`.
+  void check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const;
   // The cost delta (units) of `location` in the graph of `facts`, or false if the rule
   // does not apply there.
   bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
@@ -132,6 +168,9 @@ class RuleSet {
   // Rules with the same source pattern share one match enumeration per candidates()
   // call: match_group_[r] is the first rule id with r's source pattern.
   std::vector<int> match_group_;
+  // Per rule: some two of its source ops have one type, so one set of graph ops can be
+  // bound to it in more than one way (which one is kept depends on the search order).
+  std::vector<char> rebindable_;
 };
 
 }  // namespace taso

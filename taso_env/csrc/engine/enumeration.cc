@@ -1,0 +1,209 @@
+// Following a graph's candidates through a rewrite without enumerating it whole.
+//
+// A full enumeration (RuleSet::enumeration) lists every valid (rule, location), sorted
+// by rule and location, and keeps the bindings it rejected only because their rewrite
+// would close a cycle. After a rewrite (RuleSet::step) the new graph's list is:
+//   - matches whose first-matched op lies within near_radius(rule) hops of the ops the
+//     rewrite changed: enumerated afresh (successor.cc says why that radius suffices);
+//   - the others, carried over from the old list (op ids mapped): their ops, inputs and
+//     readers are the old ones, so only whether their rewrite closes a cycle can differ
+//     (a path through the change). One whose inputs are all made before its first op
+//     cannot close one; the others are checked again at their place. Within a cost
+//     model's fused-step slack of the change they are priced again too. The rejected
+//     bindings are checked again the same way: one may have become valid.
+//   - Where a rule can bind one set of ops in more than one way (two source ops of one
+//     type), which binding a full enumeration keeps is the first valid one in its search
+//     order (anchors in id order, then readers in id order). Where that order or the
+//     validity of one of the bindings may have changed (the rewrite reordered some of
+//     those ops, or a binding turned valid or invalid, or the set is also near the
+//     change), the set is bound again from scratch (kept_binding).
+// The result equals a full enumeration of the new graph (tests/test_enumeration.py
+// checks this along random walks of many models).
+#include "rule_internal.h"
+
+namespace taso {
+
+using namespace rule_detail;
+
+namespace {
+
+bool by_rule_and_location(const Candidate& a, const Candidate& b) {
+  return a.rule_id != b.rule_id ? a.rule_id < b.rule_id : a.location < b.location;
+}
+
+std::vector<int> sorted_ops(const std::vector<int>& ops) {
+  std::vector<int> key(ops);
+  std::sort(key.begin(), key.end());
+  return key;
+}
+
+// True when no input of `location`'s ops is made after its first op: its rewrite reads
+// nothing that could depend on its outputs, so it closes no cycle.
+bool surely_acyclic(const GraphFacts& f, const std::vector<int>& location) {
+  int first = *std::min_element(location.begin(), location.end());
+  for (int id : location)
+    for (const TensorRef& t : f.graph.op(id).inputs)
+      if (t.op > first && std::find(location.begin(), location.end(), t.op) == location.end()) return false;
+  return true;
+}
+
+// True when `ids` (parent op ids, increasing) keep their order in the child.
+bool order_kept(const std::vector<int>& new_id, const std::vector<int>& ids) {
+  int last = -1;
+  for (int id : ids) {
+    if (new_id[id] < 0) continue;
+    if (new_id[id] < last) return false;
+    last = new_id[id];
+  }
+  return true;
+}
+
+// Whether a full enumeration's search meets the ops `key` (parent ids, sorted) and the
+// readers of their inputs in the same order in the child as in the parent.
+bool search_order_kept(const GraphFacts& parent, const std::vector<int>& new_id, const std::vector<int>& key) {
+  if (!order_kept(new_id, key)) return false;
+  for (int id : key)
+    for (const TensorRef& t : parent.graph.op(id).inputs) {
+      std::vector<int> readers;
+      for (const auto& use : parent.consumers[t.op][t.index]) readers.push_back(use.first);
+      std::sort(readers.begin(), readers.end());
+      if (!order_kept(new_id, readers)) return false;
+    }
+  return true;
+}
+
+}  // namespace
+
+Enumeration RuleSet::enumeration(const Graph& graph, const CostModel& model) const {
+  GraphFacts facts(graph, &model);
+  Enumeration out;
+  out.candidates = enumerate(facts, model, -1, nullptr, &out.cycle_rejected);
+  std::sort(out.candidates.begin(), out.candidates.end(), by_rule_and_location);
+  std::sort(out.cycle_rejected.begin(), out.cycle_rejected.end(), by_rule_and_location);
+  return out;
+}
+
+bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int rule_id, const std::vector<int>& key,
+                           Candidate* kept, std::vector<Candidate>* rejected) const {
+  const Compiled& rule = *rules_[rule_id];
+  const OpType type = rule.source[rule.order[0]].type;
+  bool done = false;
+  for (int first : key) {  // anchors in id order, each searched as a full enumeration does
+    if (done) break;
+    if (facts.graph.op(first).type != type) continue;
+    const std::vector<int> from{first};
+    Match start = empty_match(rule);
+    search_matches(rule, facts, 0, start, nullptr, [&](const Match& found) {
+      if (done || sorted_ops(found.ops) != key) return;
+      Match m = found;
+      Plan plan;
+      if (validate(rule, facts, m, plan)) {
+        find_dead_ops(rule, facts, m, plan);
+        Effect e = rewrite_effect(rule, facts, m, plan, model);
+        *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0};
+        done = true;
+      } else if (rejected) {
+        Match again = found;
+        Plan p;
+        if (validate_but_cycle(rule, facts, again, p)) rejected->push_back({rule_id, found.ops});
+      }
+    }, &from);
+  }
+  return done;
+}
+
+Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
+                    Enumeration* next) const {
+  if (which < 0 || which >= static_cast<int>(current.candidates.size()))
+    throw IndexError("candidate " + std::to_string(which) + " out of range (" +
+                     std::to_string(current.candidates.size()) + ")");
+  check_candidates_of(graph, current.candidates);
+  check_candidates_of(graph, current.cycle_rejected);
+  GraphFacts parent(graph, &model);
+  const int slack = fused_step_slack(parent);
+  const int radius = max_near_radius();
+  Rewritten rw = rewrite(parent, model, current.candidates[which], radius + slack);
+  const GraphFacts& facts = *rw.facts;
+  std::vector<int> near(rw.hops);
+  for (int& d : near) d = d > radius ? -1 : d;
+  Enumeration out;
+  std::vector<Candidate> fresh_rejected;
+  std::vector<Candidate> fresh = enumerate(facts, model, -1, &near, &fresh_rejected);
+
+  // Carried-over entries of rules binding a set of ops one way only go straight to the
+  // new lists; those of rebindable rules are gathered per set of ops first.
+  struct Bindings {
+    bool order_kept = true;                             // the search meets its ops as before
+    std::vector<std::pair<Candidate, bool>> entries;  // (entry, was valid)
+  };
+  std::map<std::pair<int, std::vector<int>>, Bindings> sets;  // (rule, ops in the new graph, sorted) ->
+  auto carry = [&](const Candidate& c, bool was_valid) {
+    Candidate moved = c;
+    for (int& id : moved.location) {
+      id = rw.new_id[id];
+      if (id < 0) return;  // the rewrite removed one of its ops
+    }
+    int anchor_hops = rw.hops[moved.location[rules_[c.rule_id]->order[0]]];
+    if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) return;  // enumerated afresh
+    if (rebindable_[c.rule_id]) {
+      Bindings& b = sets[{c.rule_id, sorted_ops(moved.location)}];
+      b.order_kept = b.order_kept && search_order_kept(parent, rw.new_id, sorted_ops(c.location));
+      b.entries.push_back({moved, was_valid});
+      return;
+    }
+    bool in_slack = anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id) + slack;
+    if (was_valid && !in_slack && surely_acyclic(facts, moved.location)) {
+      out.candidates.push_back(moved);
+      return;
+    }
+    int64_t units = 0;
+    if (delta_at(facts, model, c.rule_id, moved.location, &units)) {
+      moved.cost_delta_units = units;
+      moved.cost_delta = static_cast<double>(units) * kCostUnitMs;
+      out.candidates.push_back(moved);
+    } else {
+      out.cycle_rejected.push_back(moved);  // its ops and surroundings are the old ones: only a cycle can refuse it
+    }
+  };
+  for (const Candidate& c : current.candidates) carry(c, true);
+  for (const Candidate& c : current.cycle_rejected) carry(c, false);
+
+  std::set<std::pair<int, std::vector<int>>> fresh_sets, bind_again;
+  for (const auto* list : {&fresh, &fresh_rejected})
+    for (const Candidate& c : *list)
+      if (rebindable_[c.rule_id]) fresh_sets.insert({c.rule_id, sorted_ops(c.location)});
+  for (auto& [set, b] : sets) {
+    bool again = fresh_sets.count(set) || !b.order_kept;
+    std::vector<Candidate> valid, rejected;
+    for (auto& [c, was_valid] : b.entries) {
+      if (again) break;
+      int64_t units = 0;
+      bool ok = delta_at(facts, model, c.rule_id, c.location, &units);
+      again = ok != was_valid;  // a binding turned valid or invalid: the kept one may change
+      c.cost_delta_units = units;
+      c.cost_delta = static_cast<double>(units) * kCostUnitMs;
+      (ok ? valid : rejected).push_back(c);
+    }
+    if (again) {
+      bind_again.insert(set);
+      continue;
+    }
+    out.candidates.insert(out.candidates.end(), valid.begin(), valid.end());
+    out.cycle_rejected.insert(out.cycle_rejected.end(), rejected.begin(), rejected.end());
+  }
+  for (const auto* list : {&fresh, &fresh_rejected}) {
+    auto& to = list == &fresh ? out.candidates : out.cycle_rejected;
+    for (const Candidate& c : *list)
+      if (!rebindable_[c.rule_id] || !bind_again.count({c.rule_id, sorted_ops(c.location)})) to.push_back(c);
+  }
+  for (const auto& [rule_id, key] : bind_again) {
+    Candidate kept;
+    if (kept_binding(facts, model, rule_id, key, &kept, &out.cycle_rejected)) out.candidates.push_back(kept);
+  }
+  std::sort(out.candidates.begin(), out.candidates.end(), by_rule_and_location);
+  std::sort(out.cycle_rejected.begin(), out.cycle_rejected.end(), by_rule_and_location);
+  *next = std::move(out);
+  return std::move(*rw.graph);
+}
+
+}  // namespace taso

@@ -1,0 +1,99 @@
+"""Carrying a graph's candidates through a rewrite (taso_env.engine.search.step): the new
+graph's candidates, found by enumerating only near the rewritten ops, equal a full
+enumeration of it (rules, locations, bindings, cost deltas and order), and so do the
+bindings it rejects only for closing a cycle."""
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import taso_env as te
+from taso_env.engine import real_work
+from taso_env.engine.search import enumeration, step
+from taso_env.env.rewrite_env import GraphRewriteEnv
+
+TABLE = "table:h100_fp32"
+COVERAGE = Path(__file__).resolve().parent.parent / "data" / "models" / "coverage"
+MODELS = COVERAGE.parent
+
+
+def _listed(enum) -> tuple[list, list]:
+    return ([(c.rule_id, c.location, c.cost_delta) for c in enum.candidates], sorted(enum.cycle_rejected()))
+
+
+def _walk_and_compare(graph: te.Graph, model: str, steps: int, seed: int) -> int:
+    """Random rewrites from `graph`, each new graph's carried enumeration compared with a
+    full one; the steps checked."""
+    rng = random.Random(seed)
+    enum = enumeration(graph, model=model)
+    checked = 0
+    for _ in range(steps):
+        if not enum.candidates:
+            break
+        after = step(enum, rng.randrange(len(enum.candidates)))
+        assert _listed(after) == _listed(enumeration(after.graph, model=model)), (graph.name, checked)
+        enum, checked = after, checked + 1
+    return checked
+
+
+@pytest.mark.parametrize("spec", ["nasrnn", "squeezenet1_1", "inception_v3", "nasbench", str(MODELS / "bert_base.onnx"),
+                                  str(COVERAGE / "t5_small_encoder.onnx"), str(COVERAGE / "qwen2_small.onnx")])
+@pytest.mark.parametrize("model", [TABLE, "analytic"])
+def test_a_carried_enumeration_equals_a_full_one_along_random_walks(spec, model):
+    graph = te.graphs.load(spec) if "/" not in spec else te.load_onnx(spec)
+    assert sum(_walk_and_compare(graph, model, steps=12, seed=seed) for seed in range(2)) >= 20
+
+
+def _merge_closing_a_cycle() -> te.Graph:
+    """Two MatMuls of x whose merge would close a cycle (the second's weight is made from
+    the first's output), beside a pair that merges, and a Relu chain to rewrite."""
+    b = te.GraphBuilder("cycle_merge")
+    x = b.input("x", [16, 16])
+    a = b.matmul(x, b.weight("w1", [16, 16]))
+    w2 = b.relu(b.relu(a))
+    c = b.matmul(x, w2)
+    d = b.matmul(x, b.weight("w3", [16, 16]))
+    b.output(b.add(b.add(a, c), d), "y")
+    return b.build()
+
+
+def test_bindings_rejected_for_a_cycle_are_carried_and_checked_again():
+    graph = _merge_closing_a_cycle()
+    enum = enumeration(graph)
+    assert enum.cycle_rejected(), "the merge of the first two MatMuls closes a cycle"
+    for seed in range(6):
+        assert _walk_and_compare(graph, "analytic", steps=6, seed=seed) >= 1
+
+
+def test_a_step_is_one_apply_and_one_enumeration_of_real_work_and_refuses_a_bad_index():
+    graph = te.graphs.load("squeezenet1_1")
+    enum = enumeration(graph)
+    before = real_work.counts()
+    after = step(enum, 0)
+    work = real_work.since(before)
+    assert work["step"] == 1 and real_work.enumerations(work) == 1
+    assert after.graph.hash() == graph.apply(enum.candidates[0]).hash()
+    with pytest.raises(IndexError, match="out of range"):
+        step(enum, len(enum.candidates))
+    with pytest.raises(IndexError):
+        step(enum, -1)
+
+
+def test_the_env_offers_each_rules_candidates_sorted_by_location_after_every_step():
+    env = GraphRewriteEnv("inception_v3", horizon=20)
+    obs, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        full = enumeration(env.graph, rules=env.rules, model=env.cost_model)
+        offered = [c for r in range(env.n_rules) for c in env.candidates(r)]
+        assert [(c.rule_id, c.location, c.cost_delta) for c in offered] == \
+               [(c.rule_id, c.location, c.cost_delta) for c in full.candidates]
+        xfers = np.flatnonzero(info["xfer_mask"][:-1])
+        if not len(xfers):
+            break
+        xfer = int(rng.choice(xfers))
+        obs, reward, terminated, truncated, info = env.step(np.array([xfer, rng.integers(len(env.candidates(xfer)))]))
+        if terminated or truncated:
+            break
