@@ -169,15 +169,17 @@ def episode_graph(env, agent, seed: int):
     last a stop where the agent stopped) and the step that reached it (the rewrites that
     led to it: rules[:best_step])."""
     base = env.unwrapped
-    visited = []
+    visited, costs = [], []  # each graph and its cost as the env priced it
 
     def recording(obs, info, rng):
         visited.append(base.graph)
+        costs.append(info["cost"])
         return agent(obs, info, rng)
 
     ep = run_episode(env, recording, seed, record=False, options={"graph": base.graph_names[0]})
     visited.append(base.graph)
-    best_step = int(np.argmin([g.cost() for g in visited]))
+    costs.append(base.cost)
+    best_step = int(np.argmin(costs))
     return visited[best_step], [int(a[0]) for a in ep.actions], best_step
 
 

@@ -139,6 +139,11 @@ class GraphRewriteEnv(gymnasium.Env):
         self._op_costs = self.graph.op_costs(self.cost_model)
         self._cost = float(self._op_costs.sum())
 
+    @property
+    def cost(self) -> float:
+        """Estimated runtime (ms) of the current graph under the env's cost model."""
+        return self._cost
+
     def enumeration(self) -> search.Enumeration:
         """The current graph's candidates, as `search.step` can carry through a rewrite."""
         return self._enum
