@@ -261,7 +261,7 @@ class ControllerAgent:
                 actions.append((int(xfer), loc))
                 cands.append(c)
                 rule_of.append(k)
-        self._enumerated = [self.env.candidate_index(x, loc) for x, loc in actions]  # where each is in the env's
+        self._actions = list(actions)  # (xfer, location) of each candidate scored
         if not actions:
             return actions, np.zeros(0)
         la = self.lookahead
@@ -269,7 +269,11 @@ class ControllerAgent:
         rule_of = np.asarray(rule_of)
         stuck = not (rewards > 0).any()
         propose = la.detour_rules > 0 and (stuck or self.explore or not la.detours_at_optimum_only)
-        mu = self._encode(to_graphs_tuple(batch_observations([obs])))[0] if propose or la.value_weight else None
+
+        def encoded():  # V's code of the real graph, only where M or C is asked
+            return self._encode(to_graphs_tuple(batch_observations([obs])))[0]
+
+        mu = encoded() if la.value_weight else None
         future = np.zeros(len(xfers))
         if la.value_weight:
             future = la.gamma * self.future_values(mu, xfers)
@@ -294,6 +298,7 @@ class ControllerAgent:
             chunks = [group[i:i + size] for i in range(0, len(group), size)]
             propose = not self._look_until_one_pays(chunks, looked, cands, rewards, score, info["initial_cost"])
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
+            mu = encoded() if mu is None else mu
             rounds = self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)[:max(1, la.detour_rounds)]
             self._look_until_one_pays(rounds, looked, cands, rewards, score, info["initial_cost"])
         return actions, score
@@ -358,7 +363,7 @@ class ControllerAgent:
         sibling, which only then lets the ReLUs fold into the merged convolution's
         epilogue and the Concat of its Split away)."""
         env = self.env
-        child = step(env.enumeration(), self._enumerated[detour])
+        child = step(env.enumeration(), env.candidate_index(*self._actions[detour]))
         if not child.candidates:
             return 0.0
         k = int(np.argmin([c.cost_delta for c in child.candidates]))
