@@ -290,7 +290,11 @@ class ControllerAgent:
             # nearest where the next block's would be first (the last detour's place plus the
             # stride between the last two; op ids are a topological order), a few at a time
             k = int(np.flatnonzero(xfers == self.last_detour_rule)[0])
-            stride = self.detour_stride or _block_period([min(cands[i].location) for i in np.flatnonzero(rule_of == k)])
+            stride = self.detour_stride
+            if not stride:  # the period of the rule's locations near the last detour (at most 64: bounded work)
+                places = sorted((min(cands[i].location) for i in np.flatnonzero(rule_of == k)),
+                                key=lambda at: abs(at - self.last_detour_at))[:64]
+                stride = _block_period(places)
             expected = self.last_detour_at + stride
             group = sorted(_non_improving(k, rule_of, rewards, len(cands)),
                            key=lambda i: abs(min(cands[i].location) - expected))[:la.repeat_detours]
