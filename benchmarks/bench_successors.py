@@ -1,14 +1,17 @@
 #!/usr/bin/env python
 """Speed of looking one rewrite ahead: `successors()` (only the matches near the rewrite
-enumerated) against building each successor and enumerating all of it.
+enumerated) and `step()` (the candidate list carried through the rewrite: the env's step)
+against building each successor and enumerating all of it.
 
     python benchmarks/bench_successors.py [--steps 5] [--per-step 40] [--models nasrnn ...]
         [--cost-model table:h100_fp32]
 
 Walks `steps` random rewrites from each model's start graph (seeded); at each graph scores
 up to `per-step` of its candidates' successors both ways and checks that both give the
-same best next cost delta and successor hash. Prints one JSON line and a markdown table
-(ms per successor, medians over the steps).
+same best next cost delta and successor hash; steps as many of its enumeration's
+candidates and checks each carried list against a full enumeration of the new graph.
+Prints one JSON line and a markdown table (ms per successor or step, medians over the
+steps).
 """
 
 import argparse
@@ -24,7 +27,7 @@ from bench_candidates import load  # noqa: E402
 from common import emit  # noqa: E402
 
 from taso_env.engine.cost_model import make_cost_model  # noqa: E402
-from taso_env.engine.search import successors  # noqa: E402
+from taso_env.engine.search import enumeration, step, successors  # noqa: E402
 
 DEFAULT = ["nasrnn", "nasbench", "inception_v3", "squeezenet1_1.onnx", "mobilenet_v3_large.onnx",
            "efficientnet_b0.onnx", "densenet121.onnx", "bert_base.onnx", "vit_b_16.onnx"]
@@ -34,7 +37,7 @@ def measure(model: str, steps: int, per_step: int, seed: int, cost_model) -> dic
     rng = random.Random(seed)
     g = load(model)
     ops = g.num_ops
-    incremental, full, checked = [], [], 0
+    incremental, full, carried, checked = [], [], [], 0
     for _ in range(steps):
         cands = g.candidates(model=cost_model)
         if not cands:
@@ -52,10 +55,21 @@ def measure(model: str, steps: int, per_step: int, seed: int, cost_model) -> dic
                 raise AssertionError(f"{model}: successors() differs from a full enumeration at {cands[k]}")
             checked += 1
         full.append((time.perf_counter() - start) / len(which))
+        enum = enumeration(g, model=cost_model)
+        start = time.perf_counter()
+        stepped = [step(enum, k) for k in which]
+        carried.append((time.perf_counter() - start) / len(which))
+        for after in stepped:
+            again = enumeration(after.graph, model=cost_model)
+            if [(c.rule_id, c.location, c.cost_delta) for c in after.candidates] != \
+                    [(c.rule_id, c.location, c.cost_delta) for c in again.candidates]:
+                raise AssertionError(f"{model}: step() differs from a full enumeration of {after.graph.name}")
         g = g.apply(cands[rng.randrange(len(cands))])
     inc_ms, full_ms = 1e3 * statistics.median(incremental), 1e3 * statistics.median(full)
+    step_ms = 1e3 * statistics.median(carried)
     return {"model": model, "ops": ops, "successors_checked": checked, "successors_ms": inc_ms,
-            "build_and_enumerate_ms": full_ms, "speedup": full_ms / inc_ms}
+            "step_ms": step_ms, "build_and_enumerate_ms": full_ms, "speedup": full_ms / inc_ms,
+            "step_speedup": full_ms / step_ms}
 
 
 def main() -> None:
@@ -68,8 +82,8 @@ def main() -> None:
     args = parser.parse_args()
     model = make_cost_model(args.cost_model)  # loaded once (a name would load the table at every call)
     rows = [measure(m, args.steps, args.per_step, args.seed, model) for m in args.models]
-    emit("successors", rows, ["model", "ops", "successors_checked", "successors_ms", "build_and_enumerate_ms",
-                              "speedup"], cost_model=args.cost_model)
+    emit("successors", rows, ["model", "ops", "successors_checked", "successors_ms", "step_ms",
+                              "build_and_enumerate_ms", "speedup", "step_speedup"], cost_model=args.cost_model)
 
 
 if __name__ == "__main__":
