@@ -93,8 +93,9 @@ def successors(graph: Graph, cands: list[Candidate], which, *, rules=None,
 
 
 class Enumeration:
-    """A graph's candidates, sorted by rule and location (as a full enumeration finds them),
-    that can follow the graph through a rewrite without enumerating it whole (`step`).
+    """The candidates a full enumeration of a graph finds, sorted by rule and location, in
+    a form that can follow the graph through a rewrite without enumerating it whole
+    (`step`).
 
     Attributes:
         graph: the graph enumerated.
