@@ -69,15 +69,16 @@ CAUSES = {  # activity -> environment of its process
 }
 
 
-def _bert_us(bert: te.Graph, math: str) -> float:
-    return sorted(cb.measure(bert, math=math, repeats=50).median_ms for _ in range(3))[1] * 1e3
+def _fresh_us(graph: te.Graph, math: str) -> float:
+    """The middle of three fresh executors' medians (us)."""
+    return sorted(cb.measure(graph, math=math, repeats=50).median_ms for _ in range(3))[1] * 1e3
 
 
 def _cause(activity: str, table: str, math: str) -> dict:
     """bert_base before and after `activity`, in this (fresh) process."""
     cb.require()
     bert = te.load_onnx(os.path.join(ROOT, "data", "models", "bert_base.onnx"))
-    before = _bert_us(bert, math)
+    before = _fresh_us(bert, math)
     start = time.perf_counter()
     if activity == "executors":
         gemm = _probe("gemm")
@@ -103,7 +104,7 @@ def _cause(activity: str, table: str, math: str) -> dict:
     else:
         time.sleep(15)
     took = time.perf_counter() - start
-    after = _bert_us(bert, math)
+    after = _fresh_us(bert, math)
     return {"activity": activity, "seconds": round(took, 1), "bert_base_before_us": before,
             "bert_base_after_us": after, "after_vs_before": after / before}
 
@@ -149,8 +150,8 @@ def main(argv=None) -> int:
     rows, done, start = [], 0, time.perf_counter()
     while True:
         row = {"seconds": round(time.perf_counter() - start, 1), "configs_measured": done}
-        for name, g in probes.items():  # the middle of three fresh executors' medians
-            row[f"{name}_us"] = sorted(cb.measure(g, math=args.math, repeats=50).median_ms for _ in range(3))[1] * 1e3
+        for name, g in probes.items():
+            row[f"{name}_us"] = _fresh_us(g, args.math)
         row["gpu"] = _gpu_state()
         rows.append(row)
         print(f"{row}", file=sys.stderr, flush=True)

@@ -83,35 +83,6 @@ Enumeration RuleSet::enumeration(const Graph& graph, const CostModel& model) con
   return out;
 }
 
-bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int rule_id, const std::vector<int>& key,
-                           Candidate* kept, std::vector<Candidate>* rejected) const {
-  const Compiled& rule = *rules_[rule_id];
-  const OpType type = rule.source[rule.order[0]].type;
-  bool done = false;
-  for (int first : key) {  // anchors in id order, each searched as a full enumeration does
-    if (done) break;
-    if (facts.graph.op(first).type != type) continue;
-    const std::vector<int> from{first};
-    Match start = empty_match(rule);
-    search_matches(rule, facts, 0, start, nullptr, [&](const Match& found) {
-      if (done || sorted_ops(found.ops) != key) return;
-      Match m = found;
-      Plan plan;
-      if (validate(rule, facts, m, plan)) {
-        find_dead_ops(rule, facts, m, plan);
-        Effect e = rewrite_effect(rule, facts, m, plan, model);
-        *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0};
-        done = true;
-      } else if (rejected) {
-        Match again = found;
-        Plan p;
-        if (validate_but_cycle(rule, facts, again, p)) rejected->push_back({rule_id, found.ops});
-      }
-    }, &from);
-  }
-  return done;
-}
-
 Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
                     Enumeration* next) const {
   if (which < 0 || which >= static_cast<int>(current.candidates.size()))
@@ -121,14 +92,11 @@ Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeratio
   check_candidates_of(graph, current.cycle_rejected);
   GraphFacts parent(graph, &model);
   const int slack = fused_step_slack(parent);
-  const int radius = max_near_radius();
-  Rewritten rw = rewrite(parent, model, current.candidates[which], radius + slack);
+  Rewritten rw = rewrite(parent, model, current.candidates[which], max_near_radius() + slack);
   const GraphFacts& facts = *rw.facts;
-  std::vector<int> near(rw.hops);
-  for (int& d : near) d = d > radius ? -1 : d;
   Enumeration out;
   std::vector<Candidate> fresh_rejected;
-  std::vector<Candidate> fresh = enumerate(facts, model, -1, &near, &fresh_rejected);
+  std::vector<Candidate> fresh = enumerate(facts, model, -1, &rw.near, &fresh_rejected);
 
   // Carried-over entries of rules binding a set of ops one way only go straight to the
   // new lists; those of rebindable rules are gathered per set of ops first.
@@ -139,20 +107,15 @@ Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeratio
   std::map<std::pair<int, std::vector<int>>, Bindings> sets;  // (rule, ops in the new graph, sorted) ->
   auto carry = [&](const Candidate& c, bool was_valid) {
     Candidate moved = c;
-    for (int& id : moved.location) {
-      id = rw.new_id[id];
-      if (id < 0) return;  // the rewrite removed one of its ops
-    }
-    int anchor_hops = rw.hops[moved.location[rules_[c.rule_id]->order[0]]];
-    if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) return;  // enumerated afresh
+    const Carried where = carried(rw, c, slack, &moved.location);
+    if (where == Carried::kRemoved || where == Carried::kNear) return;  // gone, or enumerated afresh
     if (rebindable_[c.rule_id]) {
       Bindings& b = sets[{c.rule_id, sorted_ops(moved.location)}];
       b.order_kept = b.order_kept && search_order_kept(parent, rw.new_id, sorted_ops(c.location));
       b.entries.push_back({moved, was_valid});
       return;
     }
-    bool in_slack = anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id) + slack;
-    if (was_valid && !in_slack && surely_acyclic(facts, moved.location)) {
+    if (was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location)) {
       out.candidates.push_back(moved);
       return;
     }

@@ -59,6 +59,7 @@ RuleSet::RuleSet(std::vector<RuleSpec> specs) {
     std::set<OpType> types;
     for (const auto& op : rules_[r]->source) types.insert(op.type);
     rebindable_.push_back(types.size() < rules_[r]->source.size());
+    max_near_radius_ = std::max(max_near_radius_, near_radius(r));
   }
 }
 
@@ -81,11 +82,19 @@ std::vector<Candidate> RuleSet::candidates(const Graph& graph, const CostModel& 
 
 namespace {
 
+// Whether `found` fails validation only because its rewrite would close a cycle.
+bool closes_only_a_cycle(const RuleSet::Compiled& rule, const GraphFacts& facts, const Match& found) {
+  Match m = found;
+  Plan plan;
+  return validate_but_cycle(rule, facts, m, plan);  // (called where validate() failed)
+}
+
 // The first match the search finds (only at `fixed`, or only from the anchors `first`)
 // that `wanted` accepts (all, if empty) and that is valid, with its plan; false if none.
+// With `cycle_rejected`, the accepted ones it rejected before, only for closing a cycle.
 bool first_valid_match(const RuleSet::Compiled& rule, const GraphFacts& facts, const std::vector<int>* fixed,
                        const std::vector<int>* first, const std::function<bool(const Match&)>& wanted, Match& m,
-                       Plan& plan) {
+                       Plan& plan, std::vector<Match>* cycle_rejected = nullptr) {
   bool ok = false;
   Match start = empty_match(rule);
   search_matches(rule, facts, 0, start, fixed, [&](const Match& found) {
@@ -96,9 +105,20 @@ bool first_valid_match(const RuleSet::Compiled& rule, const GraphFacts& facts, c
       m = mm;
       plan = std::move(p);
       ok = true;
+    } else if (cycle_rejected && closes_only_a_cycle(rule, facts, found)) {
+      cycle_rejected->push_back(found);
     }
   }, first);
   return ok;
+}
+
+// Accepts the bindings of exactly the ops `key` (sorted).
+std::function<bool(const Match&)> binds_ops(const std::vector<int>& key) {
+  return [&key](const Match& found) {
+    std::vector<int> ops(found.ops);
+    std::sort(ops.begin(), ops.end());
+    return ops == key;
+  };
 }
 
 // Of the bindings of `key`'s ops (sorted), the valid one a full enumeration keeps: the
@@ -114,17 +134,33 @@ bool first_valid_binding(const RuleSet::Compiled& rule, const GraphFacts& facts,
     if (first >= anchor) break;
     if (facts.graph.op(first).type != type || (near[first] >= 0 && near[first] <= radius)) continue;
     const std::vector<int> from{first};
-    auto same_ops = [&](const Match& found) {
-      std::vector<int> ops(found.ops);
-      std::sort(ops.begin(), ops.end());
-      return ops == key;
-    };
-    if (first_valid_match(rule, facts, nullptr, &from, same_ops, m, plan)) return true;
+    if (first_valid_match(rule, facts, nullptr, &from, binds_ops(key), m, plan)) return true;
   }
   return validate(rule, facts, m, plan);
 }
 
 }  // namespace
+
+bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int rule_id, const std::vector<int>& key,
+                           Candidate* kept, std::vector<Candidate>* rejected) const {
+  const Compiled& rule = *rules_[rule_id];
+  const OpType type = rule.source[rule.order[0]].type;
+  for (int first : key) {  // anchors in id order, each searched as a full enumeration does
+    if (facts.graph.op(first).type != type) continue;
+    const std::vector<int> from{first};
+    Match m;
+    Plan plan;
+    std::vector<Match> refused;
+    const bool ok = first_valid_match(rule, facts, nullptr, &from, binds_ops(key), m, plan, &refused);
+    for (const Match& r : refused) rejected->push_back({rule_id, r.ops});
+    if (!ok) continue;
+    find_dead_ops(rule, facts, m, plan);
+    Effect e = rewrite_effect(rule, facts, m, plan, model);
+    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0};
+    return true;
+  }
+  return false;
+}
 
 std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
                                           const std::vector<int>* near, std::vector<Candidate>* rejected) const {
@@ -174,9 +210,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       Plan plan;
       if (near ? !first_valid_binding(rule, facts, *near, near_radius(r), key, mm, plan)
                : !validate(rule, facts, mm, plan)) {
-        Match again = found;
-        Plan p;
-        if (rejected && validate_but_cycle(rule, facts, again, p)) rejected->push_back({r, found.ops});
+        if (rejected && closes_only_a_cycle(rule, facts, found)) rejected->push_back({r, found.ops});
         continue;
       }
       seen.insert(key);

@@ -371,6 +371,7 @@ struct Rewritten {
   std::vector<int> changed;
   std::unique_ptr<GraphFacts> facts;
   std::vector<int> hops;
+  std::vector<int> near;  // hops where within every rule's near radius, else -1 (RuleSet::enumerate's `near`)
 };
 std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius);
 

@@ -85,11 +85,7 @@ std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std:
 
 int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()); }
 
-int RuleSet::max_near_radius() const {
-  int radius = 0;
-  for (int r = 0; r < size(); ++r) radius = std::max(radius, near_radius(r));
-  return radius;
-}
+int RuleSet::max_near_radius() const { return max_near_radius_; }
 
 int RuleSet::fused_step_slack(const GraphFacts& facts) {
   // Where ops can run in another op's step, a match's cost delta also reads the state of
@@ -137,14 +133,28 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
       r.changed.push_back(id);
   }
   r.hops = hops_from(facts, r.changed, reach);
+  const int radius = max_near_radius();
+  r.near = r.hops;
+  for (int& d : r.near) d = d > radius ? -1 : d;
   return r;
+}
+
+RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, int slack, std::vector<int>* at) const {
+  at->clear();
+  for (int id : c.location) {
+    if (rw.new_id[id] < 0) return Carried::kRemoved;
+    at->push_back(rw.new_id[id]);
+  }
+  int anchor_hops = rw.hops[(*at)[rules_[c.rule_id]->order[0]]];
+  if (anchor_hops < 0) return Carried::kFar;
+  if (anchor_hops <= near_radius(c.rule_id)) return Carried::kNear;
+  return anchor_hops <= near_radius(c.rule_id) + slack ? Carried::kInSlack : Carried::kFar;
 }
 
 std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
                                            const std::vector<Candidate>& cands,
                                            const std::vector<int>& which) const {
   GraphFacts parent(graph, &model);
-  const int radius = max_near_radius();
   const int slack = fused_step_slack(parent);
   check_candidates_of(graph, cands);
   std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
@@ -155,13 +165,8 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   for (int w : which) {
     if (w < 0 || w >= static_cast<int>(cands.size()))
       throw IndexError("candidate " + std::to_string(w) + " out of range (" + std::to_string(cands.size()) + ")");
-    Rewritten rw = rewrite(parent, model, cands[w], radius + slack);
+    Rewritten rw = rewrite(parent, model, cands[w], max_near_radius() + slack);
     const GraphFacts& facts = *rw.facts;
-    const std::vector<int>& new_id = rw.new_id;
-    const std::vector<int>& hops = rw.hops;
-    // matches are searched for afresh only where the ops changed
-    std::vector<int> near(hops);
-    for (int& d : near) d = d > radius ? -1 : d;
     Successor s;
     s.child_hash = rw.graph->hash();
     auto offer = [&](int64_t units) {
@@ -170,22 +175,16 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
         s.has_candidates = true;
       }
     };
-    for (const Candidate& c : enumerate(facts, model, -1, &near)) offer(c.cost_delta_units);
+    // matches are searched for afresh only where the ops changed
+    for (const Candidate& c : enumerate(facts, model, -1, &rw.near)) offer(c.cost_delta_units);
     // carried-over candidates: (re)placed in the successor; those within the slack priced again
     std::vector<std::vector<int>> at(cands.size());
     std::vector<char> far(cands.size(), 0);
     for (size_t k = 0; k < cands.size(); ++k) {
-      const Candidate& c = cands[k];
-      for (int id : c.location) at[k].push_back(new_id[id]);
-      if (std::find(at[k].begin(), at[k].end(), -1) != at[k].end()) continue;  // the rewrite removed some of its ops
-      int anchor_hops = hops[at[k][rules_[c.rule_id]->order[0]]];
-      if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) continue;  // searched for afresh above
-      if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id) + slack) {
-        int64_t units = 0;
-        if (delta_at(facts, model, c.rule_id, at[k], &units)) offer(units);
-        continue;
-      }
-      far[k] = 1;
+      Carried where = carried(rw, cands[k], slack, &at[k]);
+      int64_t units = 0;
+      if (where == Carried::kInSlack && delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);
+      far[k] = where == Carried::kFar;
     }
     for (int k : by_delta) {  // the parent's cost delta stands: best first, until one applies
       if (!far[k]) continue;

@@ -145,9 +145,14 @@ class RuleSet {
   // the rewrite changed and every op's hops from them (up to `reach`; -1 farther).
   rule_detail::Rewritten rewrite(const rule_detail::GraphFacts& parent, const CostModel& model, const Candidate& c,
                                  int reach) const;
+  // Where a candidate of the parent lands in `rw`'s child (its ops mapped into `at`):
+  // the rewrite removed some of its ops, it is found afresh (anchored near the change),
+  // it is carried over but priced again (within the fused-step `slack`), or carried as is.
+  enum class Carried { kRemoved, kNear, kInSlack, kFar };
+  Carried carried(const rule_detail::Rewritten& rw, const Candidate& c, int slack, std::vector<int>* at) const;
   // The valid binding of the ops `key` (sorted) a full enumeration keeps, with its cost
-  // delta, and the bindings of them it rejects before it for closing a cycle; false if
-  // none is valid.
+  // delta, and (appended to `rejected`) the bindings of them it rejects before it for
+  // closing a cycle; false if none is valid (rule.cc).
   bool kept_binding(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                     const std::vector<int>& key, Candidate* kept, std::vector<Candidate>* rejected) const;
   // How far from a changed region a rule's match can have its first-matched op while
@@ -171,6 +176,7 @@ class RuleSet {
   // Per rule: some two of its source ops have one type, so one set of graph ops can be
   // bound to it in more than one way (which one is kept depends on the search order).
   std::vector<char> rebindable_;
+  int max_near_radius_ = 0;  // the largest near_radius of any rule
 };
 
 }  // namespace taso
