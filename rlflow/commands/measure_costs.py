@@ -18,6 +18,12 @@ table is re-measured after the executor changes, or measured in another math mod
 
     rlflow measure-costs --signatures-from data/costs/h100_fp32.h5 --out new.h5 --math tf32
 
+Convolution algorithms are searched for in a child process before anything is measured
+(their choices reach this process through the algorithm cache file): a process that
+searches runs every op ~5% slower afterwards (docs/gpu.md, "What makes the process
+slower"), and the table should price ops as a fresh process runs them. `--search-here`
+searches in the measuring process instead.
+
 The table is saved every 100 measurements: a killed run loses at most that, and the same
 command resumes it.
 """
@@ -46,6 +52,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-candidates", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=0, help="stop measuring after this many seconds")
+    parser.add_argument("--search-here", action="store_true",
+                        help="search convolution algorithms in the measuring process instead of a child process "
+                             "first (faster, but every op measured after the search is priced ~5%% higher: "
+                             "docs/gpu.md)")
+
+
+def _search_convolutions_in_child(signatures: list[str], args: argparse.Namespace) -> dict:
+    """Convolution algorithms chosen by a child process before anything is measured here,
+    so that this process measures with cached choices and never searches (searching
+    slows the process that does it: taso_env/gpu/conv_algorithm_search.py)."""
+    from taso_env.gpu import conv_algorithm_search as search
+
+    if args.search_here:
+        return {"skipped": "--search-here"}
+    why_not = search.child_search_skipped()
+    if why_not:
+        return {"skipped": why_not}
+    print(f"searching the algorithms of {len(search.conv_signatures(signatures))} convolutions in a child process",
+          file=sys.stderr, flush=True)
+    try:
+        return search.search_in_child(signatures, args.math)
+    except search.ConvSearchError as err:  # measure anyway, searching here
+        print(f"rlflow measure-costs: {err}; searching in this process instead", file=sys.stderr, flush=True)
+        return {"failed": str(err)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,24 +113,15 @@ def run(args: argparse.Namespace) -> int:
             failed[sig] = str(err)
         return False
 
+    # What to measure, per source: {signature: (how to measure it, analytic ms)}.
+    work: list[tuple[str, dict, dict]] = []
     if sources:
         todo = {}
         for source in sources:
             for sig, _, analytic in source.items():
                 if sig not in table and sig not in todo:
-                    todo[sig] = analytic
-        done = 0
-        for sig, analytic in tqdm(todo.items(), desc="signatures", unit="op", file=sys.stderr):
-            if out_of_time():
-                break
-            done += measure(sig, lambda s=sig: cuda_backend.measure_signature(s, args.math), analytic)
-            if done and done % 100 == 0:
-                cost_table.save(table, args.out)
-        measured += done
-        per_graph["--signatures-from"] = {"new_configs": len(todo), "measured": done}
-        print(f"{args.signatures_from}: {len(todo)} op configurations to measure, {done} measured",
-              file=sys.stderr, flush=True)
-        cost_table.save(table, args.out)
+                    todo[sig] = (lambda s=sig: cuda_backend.measure_signature(s, args.math), analytic)
+        work.append(("--signatures-from", todo, {}))
     for spec in args.graphs:
         g = te.graphs.load(spec)
         graphs = cost_table.explore(g, greedy_steps=args.greedy_steps, random_walks=args.random_walk,
@@ -108,19 +129,25 @@ def run(args: argparse.Namespace) -> int:
                                     seed=args.seed)
         if args.rewrites:
             graphs += cost_table.random_rewrites(g, args.rewrites, seed=args.seed)
-        todo = cost_table.missing_configs(graphs, table)
+        todo = {sig: (lambda g=graph, i=op_id: cuda_backend.measure_op(g, i, args.math), analytic)
+                for sig, (graph, op_id, analytic) in cost_table.missing_configs(graphs, table).items()}
+        work.append((spec, todo, {"graphs_explored": len(graphs)}))
+
+    conv_search = _search_convolutions_in_child([sig for _, todo, _ in work for sig in todo], args)
+    for label, todo, info in work:
         done = 0
-        for sig, (graph, op_id, analytic) in todo.items():
+        for sig, (how, analytic) in tqdm(todo.items(), desc=label, unit="op", file=sys.stderr):
             if out_of_time():
                 break
-            done += measure(sig, lambda g=graph, i=op_id: cuda_backend.measure_op(g, i, args.math), analytic)
+            done += measure(sig, how, analytic)
+            if done and done % 100 == 0:
+                cost_table.save(table, args.out)
         measured += done
-        per_graph[spec] = {"graphs_explored": len(graphs), "new_configs": len(todo), "measured": done}
-        print(f"{spec}: {len(graphs)} graphs, {len(todo)} new op configurations, {done} measured",
-              file=sys.stderr, flush=True)
-        cost_table.save(table, args.out)  # after each graph: a crash loses one graph's work
+        per_graph[label] = {**info, "new_configs": len(todo), "measured": done}
+        print(f"{label}: {len(todo)} new op configurations, {done} measured", file=sys.stderr, flush=True)
+        cost_table.save(table, args.out)  # after each source: a crash loses at most 100 measurements
     summary = {"out": args.out, "device": device, "math": args.math, "entries": len(table),
-               "measured": measured, "skipped_unsupported": len(skipped), "failed": failed,
+               "measured": measured, "conv_search": conv_search, "skipped_unsupported": len(skipped), "failed": failed,
                "seconds": time.perf_counter() - start,
                "op_types": table.op_types(), "graphs": per_graph, "bytes": os.path.getsize(args.out)}
     print(json.dumps(summary))

@@ -1,0 +1,113 @@
+"""cuDNN's convolution algorithm search, run in a child process before measuring.
+
+Searching for convolution algorithms (cuDNN Find, then each candidate timed) leaves the
+process that searched ~5% slower on every op it measures afterwards, unevenly across op
+types, convolution or not (docs/gpu.md, "What makes the process slower"). A cost table
+measured in that state prices ops as no fresh process runs them. The choices a search
+makes persist in the algorithm cache file (RLFLOW_CONV_ALGO_CACHE), so a measuring
+process can have a child search first and then measure every convolution with the
+choices the child cached: the same algorithms, without the slowed state.
+
+    python -m taso_env.gpu.conv_algorithm_search --math fp32 SIGNATURES.txt
+
+measures each convolution signature of the file (one per line) once, so that its
+algorithm is chosen and cached; prints one JSON line {searched, failed, seconds}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+
+CONV_PREFIX = "Conv2D|"
+
+
+class ConvSearchError(RuntimeError):
+    """The child process that searches convolution algorithms failed (names why)."""
+
+
+def conv_signatures(signatures: Iterable[str]) -> list[str]:
+    """The cost-table signatures among `signatures` that name a convolution, in order,
+    without repeats."""
+    return list(dict.fromkeys(s for s in signatures if s.startswith(CONV_PREFIX)))
+
+
+def child_search_skipped() -> str | None:
+    """Why a child search would not help here (None when it would): the choices come
+    from cuDNN's heuristics (RLFLOW_CUDNN_FIND=0, nothing searched), or the cache file
+    is turned off (RLFLOW_CONV_ALGO_CACHE empty: the child's choices could not reach
+    this process)."""
+    if os.environ.get("RLFLOW_CUDNN_FIND") == "0":
+        return "RLFLOW_CUDNN_FIND=0: algorithms come from cuDNN's heuristics, nothing is searched"
+    from taso_env.gpu import cuda_backend
+
+    cuda_backend.require()  # sets RLFLOW_CONV_ALGO_CACHE to its default when unset
+    if not os.environ.get(cuda_backend.ALGO_CACHE_ENV):
+        return f"{cuda_backend.ALGO_CACHE_ENV} is empty: no cache file carries a child's choices here"
+    return None
+
+
+def search_in_child(signatures: Iterable[str], math: str, *, timeout: float | None = None) -> dict:
+    """Has a child process choose (and cache) the algorithm of every convolution among
+    `signatures` under `math`. Call it before this process runs any convolution: the
+    process reads the cache file once, at its first convolution.
+
+    Returns the child's summary {searched, failed, seconds} ({searched: 0} when there
+    is nothing to search); raises ConvSearchError when the child fails.
+    """
+    convs = conv_signatures(signatures)
+    if not convs:
+        return {"searched": 0, "failed": 0, "seconds": 0.0}
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(convs) + "\n")
+        path = f.name
+    try:
+        proc = subprocess.run([sys.executable, "-m", __name__, "--math", math, path], stdout=subprocess.PIPE,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        raise ConvSearchError(f"the convolution algorithm search did not finish in {timeout} s") from err
+    finally:
+        os.unlink(path)
+    if proc.returncode != 0:
+        raise ConvSearchError(f"the convolution algorithm search exited with status {proc.returncode}")
+    lines = proc.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError) as err:
+        raise ConvSearchError(f"the convolution algorithm search printed no summary: {proc.stdout[-200:]!r}") from err
+
+
+def _search(signatures: list[str], math: str) -> dict:
+    from tqdm import tqdm
+
+    from taso_env.gpu import cuda_backend
+
+    start, failed = time.perf_counter(), 0
+    for sig in tqdm(signatures, desc="convolution algorithms", unit="conv", file=sys.stderr):
+        try:
+            cuda_backend.measure_signature(sig, math)
+        except cuda_backend.CudaBackendError as err:  # the parent reports it when it measures
+            failed += 1
+            print(f"{sig}: {err}", file=sys.stderr)
+    return {"searched": len(signatures) - failed, "failed": failed, "seconds": time.perf_counter() - start}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("signatures", help="file of convolution signatures, one per line")
+    parser.add_argument("--math", default="fp32")
+    args = parser.parse_args(argv)
+    with open(args.signatures) as f:
+        signatures = conv_signatures(line.strip() for line in f)
+    print(json.dumps(_search(signatures, args.math)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
