@@ -164,29 +164,30 @@ def test_a_learned_detour_is_verified_one_rewrite_further_and_beats_greedy():
         greedy.metrics["final_cost"], rel=1e-9)
 
 
-def test_a_break_even_detour_is_followed_one_rewrite_further():
-    """Priced as the CUDA executor runs it (the H100 table: a ReLU in its convolution's
-    epilogue costs nothing), squeezenet1_1's enlarge-then-merge only breaks even over two
-    rewrites: the merged convolution's ReLUs read a Split until a third rewrite folds them
-    back. Followed one rewrite further the detour is taken and beats greedy; not
-    followed, the agent stops where greedy does."""
+def test_a_break_even_detour_is_followed_one_rewrite_further(models_dir):
+    """Priced as the CUDA executor runs it (the H100 table), t5_small_encoder's valleys
+    take three rewrites: commute a Mul (a small loss), associate it with the next (the
+    loss paid back: break even over two), then fold the two constant Muls into one (the
+    gain). Followed one rewrite further the first is taken, valley after valley, and the
+    agent beats greedy; not followed, it stops where greedy does."""
     from taso_env import rules as rules_module
     from taso_env.env.episode import run_episode
     from taso_env.env.policies import GreedyPolicy
     from taso_env.env.rewrite_env import GraphRewriteEnv
 
-    env = GraphRewriteEnv("squeezenet1_1", horizon=40, cost_model="table:h100_fp32")
+    env = GraphRewriteEnv(str(models_dir / "coverage" / "t5_small_encoder.onnx"), horizon=60,
+                          cost_model="table:h100_fp32")
     greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
-    enlarge = rules_module.default().names().index("enlarge_conv_1x1_to_3x3")
+    commute = rules_module.default().names().index("commute_mul")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
-    agent.lookahead = type(agent.lookahead)(detour_rules=1)  # the defaults, M proposing one rule
-    agent.two_step_returns = lambda mu, rules: np.where(rules == enlarge, 1.0, -1.0)
+    agent.lookahead = type(agent.lookahead)()  # the defaults, M proposing every rule
+    agent.two_step_returns = lambda mu, rules: np.ones(len(rules))
     followed = run_episode(env, agent, 0, record=False)
-    assert followed.metrics["final_cost"] < greedy.metrics["final_cost"] * 0.95
-    assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
+    assert followed.metrics["final_cost"] < greedy.metrics["final_cost"] * 0.99
+    assert [xfer for _, xfer, _, _ in agent.trace].count(commute) >= 10  # one per block
     agent.lookahead = dataclasses.replace(agent.lookahead, follow_detours=0.0)
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
-        greedy.metrics["final_cost"], rel=1e-3)
+        greedy.metrics["final_cost"], rel=1e-9)
 
 
 def test_detours_of_later_rounds_are_looked_at_when_the_first_round_finds_nothing():
@@ -228,7 +229,7 @@ def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley(models_dir):
     hair cheaper) and folding the two constant factors (a kernel less) would pay. A
     detour that loses nothing, whose next rewrite breaks even, is followed one rewrite
     further and taken; not followed, the agent stops where greedy does. (Priced with the
-    executor's fusions, this valley saves nothing: the factors' Muls run in fused steps.)"""
+    executor's fusions, the valley pays too: the test above.)"""
     from taso_env import rules as rules_module
     from taso_env.env.episode import run_episode
     from taso_env.env.policies import GreedyPolicy
