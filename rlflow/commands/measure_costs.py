@@ -139,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         for sig, (how, analytic) in tqdm(todo.items(), desc=label, unit="op", file=sys.stderr):
             if out_of_time():
                 break
+            if sig in table:  # an earlier source's op configuration too
+                continue
             done += measure(sig, how, analytic)
             if done and done % 100 == 0:
                 cost_table.save(table, args.out)
