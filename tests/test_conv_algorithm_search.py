@@ -55,6 +55,35 @@ def test_the_child_reports_each_convolution_it_could_not_measure(tmp_path):
     assert "Conv2D|" in out.stderr
 
 
+def test_the_child_needs_signatures_or_graphs():
+    with pytest.raises(SystemExit):
+        search.main([])
+
+
+@pytest.mark.skipif(cb.available(), reason="checks the child's report where there is no GPU")
+def test_the_graph_child_loads_each_graph_and_runs_only_those_with_convolutions(models_dir):
+    summary = search.graph_search_in_child([str(models_dir / "coverage" / "distilbert.onnx"), "squeezenet1_1",
+                                            "no_such_graph"], "fp32")
+    assert summary["searched"] == 1 and summary["failed"] == 2  # no GPU here to run squeezenet's
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cb.available(), reason=str(cb.unavailable_reason()))
+def test_graphs_searched_in_a_child_are_measured_with_its_choices(tmp_path, monkeypatch):
+    path = tmp_path / "algos.tsv"
+    monkeypatch.setenv(cb.ALGO_CACHE_ENV, str(path))
+    summary = search.graph_search_in_child(["squeezenet1_1"], "fp32")
+    assert summary == {**summary, "searched": 1, "failed": 0}
+    chosen = len(path.read_text().splitlines())
+    assert chosen > 0
+    code = "from taso_env.gpu import cuda_backend as cb; import taso_env as te; " \
+           "print(cb.measure(te.graphs.load('squeezenet1_1'), opaque='host').median_ms)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "RLFLOW_TUNE_LOG": "1"})
+    assert "cached 1" in out.stderr and "cached 0" not in out.stderr
+    assert len(path.read_text().splitlines()) == chosen
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not cb.available(), reason=str(cb.unavailable_reason()))
 def test_a_fresh_process_measures_with_the_choices_the_child_cached(tmp_path, monkeypatch):

@@ -6,6 +6,13 @@
 Each graph: all buffers allocated once, warm-up, CUDA-graph replay, median of repeats.
 Weights without data get deterministic random data. Prints a markdown table with the
 device and math mode.
+
+Before measuring, a child process builds each graph's executor once, so that the
+algorithms of its convolutions are searched for there and reach this process through
+the algorithm cache file: a process that searches runs every graph after it ~5% slower
+(docs/gpu.md, "What makes the process slower"), which would make the figures depend on
+the order of the graphs and on whether the cache was warm. `--search-here` searches in
+the measuring process instead.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rlflow.commands import MATH_MODES, add_dims_argument, parse_dims
+from rlflow.commands import MATH_MODES, add_dims_argument, parse_dims, search_convolutions_in_child
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--math", default="fp32", choices=MATH_MODES)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--search-here", action="store_true",
+                        help="search convolution algorithms in the measuring process, not in a child process first")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,13 +40,17 @@ def run(args: argparse.Namespace) -> int:
     from taso_env.gpu import cuda_backend
 
     cuda_backend.require()
+    dims = parse_dims(args.dims)
+    search = search_convolutions_in_child(args, lambda s: s.graph_search_in_child(args.graphs, args.math, dims=dims))
     rows = []
     for spec in args.graphs:
-        graph = te.graphs.load(spec, dims=parse_dims(args.dims))
+        graph = te.graphs.load(spec, dims=dims)
         m = cuda_backend.measure(graph, repeats=args.repeats, math=args.math, opaque="host")
         rows.append({"graph": graph.name, "ops": graph.num_ops, "estimated_ms": graph.cost(),
                      "measured_ms": m.median_ms, "min_ms": m.min_ms, "device": m.device, "math": m.math})
     print(markdown_table(rows, ["graph", "ops", "estimated_ms", "measured_ms", "min_ms", "device", "math"]))
+    if search.get("seconds"):
+        print(f"(convolution algorithms searched in a child process first: {search['seconds']:.1f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

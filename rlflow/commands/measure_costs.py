@@ -36,7 +36,7 @@ import os
 import sys
 import time
 
-from rlflow.commands import MATH_MODES
+from rlflow.commands import MATH_MODES, search_convolutions_in_child
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,26 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="search convolution algorithms in the measuring process instead of a child process "
                              "first (faster, but every op measured after the search is priced ~5%% higher: "
                              "docs/gpu.md)")
-
-
-def _search_convolutions_in_child(signatures: list[str], args: argparse.Namespace) -> dict:
-    """Convolution algorithms chosen by a child process before anything is measured here,
-    so that this process measures with cached choices and never searches (searching
-    slows the process that does it: taso_env/gpu/conv_algorithm_search.py)."""
-    from taso_env.gpu import conv_algorithm_search as search
-
-    if args.search_here:
-        return {"skipped": "--search-here"}
-    why_not = search.child_search_skipped()
-    if why_not:
-        return {"skipped": why_not}
-    print(f"searching the algorithms of {len(search.conv_signatures(signatures))} convolutions in a child process",
-          file=sys.stderr, flush=True)
-    try:
-        return search.search_in_child(signatures, args.math)
-    except search.ConvSearchError as err:  # measure anyway, searching here
-        print(f"rlflow measure-costs: {err}; searching in this process instead", file=sys.stderr, flush=True)
-        return {"failed": str(err)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
                 for sig, (graph, op_id, analytic) in cost_table.missing_configs(graphs, table).items()}
         work.append((spec, todo, {"graphs_explored": len(graphs)}))
 
-    conv_search = _search_convolutions_in_child([sig for _, todo, _ in work for sig in todo], args)
+    signatures = [sig for _, todo, _ in work for sig in todo]
+    conv_search = search_convolutions_in_child(args, lambda s: s.search_in_child(signatures, args.math))
     for label, todo, info in work:
         done = 0
         for sig, (how, analytic) in tqdm(todo.items(), desc=label, unit="op", file=sys.stderr):

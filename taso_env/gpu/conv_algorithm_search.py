@@ -12,6 +12,12 @@ choices the child cached: the same algorithms, without the slowed state.
 
 measures each convolution signature of the file (one per line) once, so that its
 algorithm is chosen and cached; prints one JSON line {searched, failed, seconds}.
+
+    python -m taso_env.gpu.conv_algorithm_search --math fp32 --graphs resnet50 model.onnx
+
+builds (and runs once) an executor of each graph, so that the algorithms of its
+convolutions as the executor runs them (with their fused epilogues) are chosen and
+cached: what `rlflow measure` has done before it measures graphs.
 """
 
 from __future__ import annotations
@@ -68,12 +74,29 @@ def search_in_child(signatures: Iterable[str], math: str, *, timeout: float | No
         f.write("\n".join(convs) + "\n")
         path = f.name
     try:
-        proc = subprocess.run([sys.executable, "-m", __name__, "--math", math, path], stdout=subprocess.PIPE,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as err:
-        raise ConvSearchError(f"the convolution algorithm search did not finish in {timeout} s") from err
+        return _run_child([sys.executable, "-m", __name__, "--math", math, path], timeout)
     finally:
         os.unlink(path)
+
+
+def graph_search_in_child(specs: list[str], math: str, *, dims: dict[str, int] | None = None,
+                          timeout: float | None = None) -> dict:
+    """Has a child process build and run once an executor (convolutions fused as it fuses
+    them, opaque ops on the host) of each graph of `specs` (files, built-in or shipped
+    names), so that this process later finds their convolutions' algorithms in the cache.
+    Call it before this process runs any convolution. Returns the child's summary
+    {searched (graphs), failed, seconds}; raises ConvSearchError when the child fails."""
+    command = [sys.executable, "-m", __name__, "--math", math, "--graphs", *specs]
+    if dims:
+        command += ["--dims-json", json.dumps(dims)]
+    return _run_child(command, timeout)
+
+
+def _run_child(command: list[str], timeout: float | None) -> dict:
+    try:
+        proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        raise ConvSearchError(f"the convolution algorithm search did not finish in {timeout} s") from err
     if proc.returncode != 0:
         raise ConvSearchError(f"the convolution algorithm search exited with status {proc.returncode}")
     lines = proc.stdout.strip().splitlines()
@@ -81,6 +104,24 @@ def search_in_child(signatures: Iterable[str], math: str, *, timeout: float | No
         return json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError) as err:
         raise ConvSearchError(f"the convolution algorithm search printed no summary: {proc.stdout[-200:]!r}") from err
+
+
+def _search_graphs(specs: list[str], math: str, dims: dict[str, int] | None) -> dict:
+    import taso_env as te
+    from taso_env.gpu import cuda_backend
+
+    from tqdm import tqdm
+
+    start, failed = time.perf_counter(), 0
+    for spec in tqdm(specs, desc="convolution algorithms", unit="graph", file=sys.stderr):
+        try:
+            graph = te.graphs.load(spec, dims=dims)
+            if any(op.type == "Conv2D" for op in graph.ops):
+                cuda_backend.measure(graph, warmup=1, repeats=1, math=math, opaque="host")
+        except Exception as err:  # noqa: BLE001 - the parent meets the same error and reports it
+            failed += 1
+            print(f"{spec}: {err}", file=sys.stderr)
+    return {"searched": len(specs) - failed, "failed": failed, "seconds": time.perf_counter() - start}
 
 
 def _search(signatures: list[str], math: str) -> dict:
@@ -100,9 +141,17 @@ def _search(signatures: list[str], math: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("signatures", help="file of convolution signatures, one per line")
+    parser.add_argument("signatures", nargs="?", help="file of convolution signatures, one per line")
+    parser.add_argument("--graphs", nargs="+", default=[], help="graphs whose executors to build instead")
+    parser.add_argument("--dims-json", default=None, help="sizes of symbolic input dimensions, as a JSON object")
     parser.add_argument("--math", default="fp32")
     args = parser.parse_args(argv)
+    if args.graphs:
+        dims = json.loads(args.dims_json) if args.dims_json else None
+        print(json.dumps(_search_graphs(args.graphs, args.math, dims)), flush=True)
+        return 0
+    if not args.signatures:
+        parser.error("give a signatures file or --graphs")
     with open(args.signatures) as f:
         signatures = conv_signatures(line.strip() for line in f)
     print(json.dumps(_search(signatures, args.math)), flush=True)
