@@ -107,10 +107,10 @@ def _run_child(command: list[str], timeout: float | None) -> dict:
 
 
 def _search_graphs(specs: list[str], math: str, dims: dict[str, int] | None) -> dict:
+    from tqdm import tqdm
+
     import taso_env as te
     from taso_env.gpu import cuda_backend
-
-    from tqdm import tqdm
 
     start, failed = time.perf_counter(), 0
     for spec in tqdm(specs, desc="convolution algorithms", unit="graph", file=sys.stderr):
