@@ -41,10 +41,13 @@ def run(args: argparse.Namespace) -> int:
 
     cuda_backend.require()
     dims = parse_dims(args.dims)
-    search = search_convolutions_in_child(args, lambda s: s.graph_search_in_child(args.graphs, args.math, dims=dims))
+    graphs = [te.graphs.load(spec, dims=dims) for spec in args.graphs]
+    with_convs = [spec for spec, g in zip(args.graphs, graphs) if any(op.type == "Conv2D" for op in g.ops)]
+    search = {"skipped": "no convolutions"}
+    if with_convs:
+        search = search_convolutions_in_child(args, lambda s: s.graph_search_in_child(with_convs, args.math, dims=dims))
     rows = []
-    for spec in args.graphs:
-        graph = te.graphs.load(spec, dims=dims)
+    for graph in graphs:
         m = cuda_backend.measure(graph, repeats=args.repeats, math=args.math, opaque="host")
         rows.append({"graph": graph.name, "ops": graph.num_ops, "estimated_ms": graph.cost(),
                      "measured_ms": m.median_ms, "min_ms": m.min_ms, "device": m.device, "math": m.math})
