@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit  # noqa: E402
 
 import taso_env as te  # noqa: E402
-from taso_env.gpu import cost_table  # noqa: E402
+from taso_env.gpu import conv_algorithm_search, cost_table  # noqa: E402
 from taso_env.gpu import cuda_backend as cb  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,13 +94,8 @@ def _cause(activity: str, table: str, math: str) -> dict:
                 cudart.cudaFree(ptr)
         cudart.cudaDeviceSynchronize()
     elif activity.startswith("conv"):
-        convs = [s for t in cost_table.load_all(table) if t.math == math for s, _, _ in t.items()
-                 if s.startswith("Conv2D")][:300]
-        for sig in convs:
-            try:
-                cb.measure_signature(sig, math)
-            except (cb.CudaBackendError, ValueError):
-                pass
+        signatures = [s for t in cost_table.load_all(table) if t.math == math for s, _, _ in t.items()]
+        conv_algorithm_search.search_signatures_here(conv_algorithm_search.conv_signatures(signatures)[:300], math)
     else:
         time.sleep(15)
     took = time.perf_counter() - start

@@ -21,24 +21,27 @@ def parse_dims(values) -> dict[str, int]:
     return parse(values, "--dims")
 
 
-def search_convolutions_in_child(args, search) -> dict:
+def search_convolutions_in_child(args, *, signatures: list[str] | None = None, graphs: list[str] | None = None,
+                                 dims: dict[str, int] | None = None) -> dict:
     """Convolution algorithms chosen by a child process before this process measures
     anything, so that it measures with cached choices and never searches (searching
-    slows the process that does it: taso_env/gpu/conv_algorithm_search.py).
-    `search(module)` starts the child (one of the module's *_in_child functions); with
-    `args.search_here`, or where a child would not help, nothing is started. Returns the
-    child's summary, or why none ran ({"skipped": ...} / {"failed": ...})."""
+    slows the process that does it: taso_env/gpu/conv_algorithm_search.py): for the
+    cost-table `signatures`, or by building each of `graphs`' executors. Nothing is
+    started with `args.search_here` or where a child would not help. Returns the child's
+    summary, or why none ran ({"skipped": ...} / {"failed": ...})."""
     import sys
 
-    from taso_env.gpu import conv_algorithm_search as module
+    from taso_env.gpu import conv_algorithm_search as search
 
     if args.search_here:
         return {"skipped": "--search-here"}
-    why_not = module.child_search_skipped()
+    why_not = search.child_search_skipped()
     if why_not:
         return {"skipped": why_not}
     try:
-        return search(module)
-    except module.ConvSearchError as err:  # measure anyway, searching here
+        if graphs is not None:
+            return search.graph_search_in_child(graphs, args.math, dims=dims)
+        return search.search_in_child(signatures or [], args.math)
+    except search.ConvSearchError as err:  # measure anyway, searching here
         print(f"rlflow: {err}; searching in this process instead", file=sys.stderr, flush=True)
         return {"failed": str(err)}

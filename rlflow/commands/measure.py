@@ -37,15 +37,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import taso_env as te
     from taso_env.engine.report import markdown_table
-    from taso_env.gpu import cuda_backend
+    from taso_env.gpu import conv_algorithm_search, cuda_backend
 
     cuda_backend.require()
     dims = parse_dims(args.dims)
     graphs = [te.graphs.load(spec, dims=dims) for spec in args.graphs]
-    with_convs = [spec for spec, g in zip(args.graphs, graphs) if any(op.type == "Conv2D" for op in g.ops)]
+    with_convs = [spec for spec, g in zip(args.graphs, graphs) if conv_algorithm_search.has_convolution(g)]
     search = {"skipped": "no convolutions"}
     if with_convs:
-        search = search_convolutions_in_child(args, lambda s: s.graph_search_in_child(with_convs, args.math, dims=dims))
+        search = search_convolutions_in_child(args, graphs=with_convs, dims=dims)
     rows = []
     for graph in graphs:
         m = cuda_backend.measure(graph, repeats=args.repeats, math=args.math, opaque="host")

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         work.append((spec, todo, {"graphs_explored": len(graphs)}))
 
     signatures = [sig for _, todo, _ in work for sig in todo]
-    conv_search = search_convolutions_in_child(args, lambda s: s.search_in_child(signatures, args.math))
+    conv_search = search_convolutions_in_child(args, signatures=signatures)
     for label, todo, info in work:
         done = 0
         for sig, (how, analytic) in tqdm(todo.items(), desc=label, unit="op", file=sys.stderr):

@@ -106,37 +106,48 @@ def _run_child(command: list[str], timeout: float | None) -> dict:
         raise ConvSearchError(f"the convolution algorithm search printed no summary: {proc.stdout[-200:]!r}") from err
 
 
-def _search_graphs(specs: list[str], math: str, dims: dict[str, int] | None) -> dict:
+def has_convolution(graph) -> bool:
+    """Whether `graph` has a convolution, i.e. anything for a search to choose."""
+    return any(op.type == "Conv2D" for op in graph.ops)
+
+
+def _each(items: list[str], unit: str, attempt, errors: tuple[type[BaseException], ...]) -> dict:
+    """`attempt(item)` for each item, with progress; a failure is reported (to stderr) and
+    counted, not raised: the parent meets the same error when it measures, and says so.
+    Returns {searched, failed, seconds}."""
     from tqdm import tqdm
 
+    start, failed = time.perf_counter(), 0
+    for item in tqdm(items, desc="convolution algorithms", unit=unit, file=sys.stderr):
+        try:
+            attempt(item)
+        except errors as err:
+            failed += 1
+            print(f"{item}: {err}", file=sys.stderr)
+    return {"searched": len(items) - failed, "failed": failed, "seconds": time.perf_counter() - start}
+
+
+def search_graphs_here(specs: list[str], math: str, dims: dict[str, int] | None = None) -> dict:
+    """In this process: an executor of each graph of `specs` with a convolution built and
+    run once (what the child of `graph_search_in_child` does)."""
     import taso_env as te
     from taso_env.gpu import cuda_backend
 
-    start, failed = time.perf_counter(), 0
-    for spec in tqdm(specs, desc="convolution algorithms", unit="graph", file=sys.stderr):
-        try:
-            graph = te.graphs.load(spec, dims=dims)
-            if any(op.type == "Conv2D" for op in graph.ops):
-                cuda_backend.measure(graph, warmup=1, repeats=1, math=math, opaque="host")
-        except Exception as err:  # noqa: BLE001 - the parent meets the same error and reports it
-            failed += 1
-            print(f"{spec}: {err}", file=sys.stderr)
-    return {"searched": len(specs) - failed, "failed": failed, "seconds": time.perf_counter() - start}
+    def build(spec: str) -> None:
+        graph = te.graphs.load(spec, dims=dims)
+        if has_convolution(graph):
+            cuda_backend.measure(graph, warmup=1, repeats=1, math=math, opaque="host")
+
+    return _each(specs, "graph", build, (Exception,))  # loading fails in many typed ways
 
 
-def _search(signatures: list[str], math: str) -> dict:
-    from tqdm import tqdm
-
+def search_signatures_here(signatures: list[str], math: str) -> dict:
+    """In this process: each convolution signature of `signatures` measured once, its
+    algorithm chosen (and cached); what the child of `search_in_child` does."""
     from taso_env.gpu import cuda_backend
 
-    start, failed = time.perf_counter(), 0
-    for sig in tqdm(signatures, desc="convolution algorithms", unit="conv", file=sys.stderr):
-        try:
-            cuda_backend.measure_signature(sig, math)
-        except cuda_backend.CudaBackendError as err:  # the parent reports it when it measures
-            failed += 1
-            print(f"{sig}: {err}", file=sys.stderr)
-    return {"searched": len(signatures) - failed, "failed": failed, "seconds": time.perf_counter() - start}
+    return _each(conv_signatures(signatures), "conv",
+                 lambda sig: cuda_backend.measure_signature(sig, math), (cuda_backend.CudaBackendError, ValueError))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,13 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.graphs:
         dims = json.loads(args.dims_json) if args.dims_json else None
-        print(json.dumps(_search_graphs(args.graphs, args.math, dims)), flush=True)
+        print(json.dumps(search_graphs_here(args.graphs, args.math, dims)), flush=True)
         return 0
     if not args.signatures:
         parser.error("give a signatures file or --graphs")
     with open(args.signatures) as f:
-        signatures = conv_signatures(line.strip() for line in f)
-    print(json.dumps(_search(signatures, args.math)), flush=True)
+        signatures = [line.strip() for line in f]
+    print(json.dumps(search_signatures_here(signatures, args.math)), flush=True)
     return 0
 
 
