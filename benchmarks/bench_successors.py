@@ -39,12 +39,13 @@ def measure(model: str, steps: int, per_step: int, seed: int, cost_model) -> dic
     ops = g.num_ops
     incremental, full, carried, checked = [], [], [], 0
     for _ in range(steps):
-        cands = g.candidates(model=cost_model)
+        enum = enumeration(g, model=cost_model)
+        cands = enum.candidates
         if not cands:
             break
         which = rng.sample(range(len(cands)), min(per_step, len(cands)))
         start = time.perf_counter()
-        ahead = successors(g, cands, which, model=cost_model)
+        ahead = successors(enum, which)
         incremental.append((time.perf_counter() - start) / len(which))
         start = time.perf_counter()
         for k, after in zip(which, ahead):
@@ -55,7 +56,6 @@ def measure(model: str, steps: int, per_step: int, seed: int, cost_model) -> dic
                 raise AssertionError(f"{model}: successors() differs from a full enumeration at {cands[k]}")
             checked += 1
         full.append((time.perf_counter() - start) / len(which))
-        enum = enumeration(g, model=cost_model)
         start = time.perf_counter()
         stepped = [step(enum, k) for k in which]
         carried.append((time.perf_counter() - start) / len(which))

@@ -343,7 +343,7 @@ class ControllerAgent:
             return
         la = self.lookahead
         even = []  # break-even detours: (two-step reward, index, successor's best score)
-        ahead = successors(self.env.graph, cands, picks, rules=self.env.rules, model=self.env.cost_model)
+        ahead = successors(self.env.enumeration(), [self.env.candidate_index(*self._actions[k]) for k in picks])
         for k, after in zip(picks, ahead):
             if after.child_hash in self.visited:  # a detour's undo: never walk in circles
                 score[k] = -np.inf
@@ -371,7 +371,7 @@ class ControllerAgent:
         if not child.candidates:
             return 0.0
         k = int(np.argmin([c.cost_delta for c in child.candidates]))
-        after = successors(child.graph, child.candidates, [k], rules=env.rules, model=env.cost_model)[0]
+        after = successors(child, [k])[0]
         if after.best_delta is None or after.child_hash in self.visited:
             return 0.0
         return float(self._immediate(_rewards([after.best_delta], initial_cost))[0])

@@ -120,20 +120,14 @@ cdef class CoreRuleSet:
         out.g = make_unique[Graph](deref(self.rules).apply(deref(graph.g), rule_id, loc))
         return out
 
-    def successors(self, CoreGraph graph not None, CoreCostModel model not None, list cands, which):
+    def successors(self, CoreGraph graph not None, CoreCostModel model not None, CoreEnumeration current not None,
+                   which):
         """[(child hash, best cost delta ms among the child's candidates or None)] for each
-        index in `which` of `cands` ([(rule_id, location, cost delta ms)]: the candidates of
-        `graph` under `model`), each child scored without enumerating all of it."""
-        cdef vector[Candidate] cpp
-        cdef Candidate c
-        for rule_id, location, delta in cands:
-            c.rule_id = rule_id
-            c.location = list(location)
-            c.cost_delta = delta
-            c.cost_delta_units = cost_units(delta)
-            cpp.push_back(c)
+        index in `which` of current's candidates (`current`: the enumeration of `graph`
+        under `model`), each child scored without enumerating all of it."""
         cdef vector[int] picks = list(which)
-        cdef vector[Successor] out = deref(self.rules).successors(deref(graph.g), deref(model.cptr()), cpp, picks)
+        cdef vector[Successor] out = deref(self.rules).successors(deref(graph.g), deref(model.cptr()),
+                                                                  current.e.candidates, picks)
         return [(s.child_hash, s.best_delta if s.has_candidates else None) for s in out]
 
     def enumeration(self, CoreGraph graph not None, CoreCostModel model not None):

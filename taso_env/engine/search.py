@@ -80,16 +80,19 @@ class Successor:
     best_delta: float | None
 
 
-def successors(graph: Graph, cands: list[Candidate], which, *, rules=None,
-               model: str | CostModel | None = None) -> list[Successor]:
-    """Looks one rewrite ahead of each of the candidates `which` (indices into `cands`, the
-    candidates of `graph` under the same rules and model): each successor is built, but
-    only its matches near the rewritten ops are enumerated; the rest are `cands` carried
-    over (see taso_env/csrc/engine/successor.cc for what that can miss)."""
+def successors(enum: "Enumeration", which) -> list[Successor]:
+    """Looks one rewrite ahead of each of the candidates `which` (indices into
+    `enum.candidates`): each successor is built, but only its matches near the rewritten
+    ops are enumerated; the rest are the enumeration's candidates carried over, priced
+    again only where the rewrite changed an op their cost delta was computed from (their
+    footprint; see taso_env/csrc/engine/successor.cc for what that can miss).
+
+    Raises:
+        IndexError: an index is not one of `enum.candidates`.
+    """
     which = [int(k) for k in which]
     real_work.record("successors", len(which))
-    raw = _rules(rules).core.successors(graph._core, _core_model(model),
-                                        [(c.rule_id, c.location, c.cost_delta) for c in cands], which)
+    raw = enum._rules.core.successors(enum.graph._core, enum._model, enum._core, which)
     return [Successor(h, d) for h, d in raw]
 
 

@@ -8,8 +8,9 @@
 //   - the others, carried over from the old list (op ids mapped): their ops, inputs and
 //     readers are the old ones, so only whether their rewrite closes a cycle can differ
 //     (a path through the change). One whose inputs are all made before its first op
-//     cannot close one; the others are checked again at their place. Within a cost
-//     model's fused-step slack of the change they are priced again too. The rejected
+//     cannot close one; the others are checked again at their place. Where a cost
+//     model prices fused steps, those whose footprint (the ops their cost delta was
+//     computed from) the rewrite changed are priced again too (successor.cc). The rejected
 //     bindings are checked again the same way: one may have become valid.
 //   - Where a rule can bind one set of ops in more than one way (two source ops of one
 //     type), which binding a full enumeration keeps is the first valid one in its search
@@ -77,7 +78,7 @@ bool search_order_kept(const GraphFacts& parent, const std::vector<int>& new_id,
 Enumeration RuleSet::enumeration(const Graph& graph, const CostModel& model) const {
   GraphFacts facts(graph, &model);
   Enumeration out;
-  out.candidates = enumerate(facts, model, -1, nullptr, &out.cycle_rejected);
+  out.candidates = enumerate(facts, model, -1, nullptr, &out.cycle_rejected, true);
   std::sort(out.candidates.begin(), out.candidates.end(), by_rule_and_location);
   std::sort(out.cycle_rejected.begin(), out.cycle_rejected.end(), by_rule_and_location);
   return out;
@@ -92,16 +93,18 @@ Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeratio
   check_candidates_of(graph, current.cycle_rejected);
   GraphFacts parent(graph, &model);
   const int slack = fused_step_slack(parent);
-  Rewritten rw = rewrite(parent, model, current.candidates[which], max_near_radius() + slack);
+  const bool footprints = slack > 0 && have_footprints(current.candidates);
+  Rewritten rw = rewrite(parent, model, current.candidates[which], max_near_radius() + (footprints ? 0 : slack));
   const GraphFacts& facts = *rw.facts;
   Enumeration out;
   std::vector<Candidate> fresh_rejected;
-  std::vector<Candidate> fresh = enumerate(facts, model, -1, &rw.near, &fresh_rejected);
+  std::vector<Candidate> fresh = enumerate(facts, model, -1, &rw.near, &fresh_rejected, true);
 
   // Carried-over entries of rules binding a set of ops one way only go straight to the
   // new lists; those of rebindable rules are gathered per set of ops first.
   struct Bindings {
     bool order_kept = true;                             // the search meets its ops as before
+    bool unchanged = true;  // every entry valid, carried as is (footprint untouched) and surely acyclic
     std::vector<std::pair<Candidate, bool>> entries;  // (entry, was valid)
   };
   std::map<std::pair<int, std::vector<int>>, Bindings> sets;  // (rule, ops in the new graph, sorted) ->
@@ -109,22 +112,26 @@ Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeratio
     Candidate moved = c;
     const Carried where = carried(rw, c, slack, &moved.location);
     if (where == Carried::kRemoved || where == Carried::kNear) return;  // gone, or enumerated afresh
+    const bool as_is = was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location);
+    if (as_is && footprints) moved.footprint = moved_footprint(rw, c);
     if (rebindable_[c.rule_id]) {
       Bindings& b = sets[{c.rule_id, sorted_ops(moved.location)}];
       b.order_kept = b.order_kept && search_order_kept(parent, rw.new_id, sorted_ops(c.location));
+      b.unchanged = b.unchanged && as_is && footprints;
       b.entries.push_back({moved, was_valid});
       return;
     }
-    if (was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location)) {
+    if (as_is) {
       out.candidates.push_back(moved);
       return;
     }
     int64_t units = 0;
-    if (delta_at(facts, model, c.rule_id, moved.location, &units)) {
+    if (delta_at(facts, model, c.rule_id, moved.location, &units, &moved.footprint)) {
       moved.cost_delta_units = units;
       moved.cost_delta = static_cast<double>(units) * kCostUnitMs;
       out.candidates.push_back(moved);
     } else {
+      moved.footprint.clear();
       out.cycle_rejected.push_back(moved);  // its ops and surroundings are the old ones: only a cycle can refuse it
     }
   };
@@ -137,11 +144,15 @@ Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeratio
       if (rebindable_[c.rule_id]) fresh_sets.insert({c.rule_id, sorted_ops(c.location)});
   for (auto& [set, b] : sets) {
     bool again = fresh_sets.count(set) || !b.order_kept;
+    if (!again && b.unchanged) {  // the same bindings, equally valid, with the same cost deltas
+      for (auto& entry : b.entries) out.candidates.push_back(std::move(entry.first));
+      continue;
+    }
     std::vector<Candidate> valid, rejected;
     for (auto& [c, was_valid] : b.entries) {
       if (again) break;
       int64_t units = 0;
-      bool ok = delta_at(facts, model, c.rule_id, c.location, &units);
+      bool ok = delta_at(facts, model, c.rule_id, c.location, &units, &c.footprint);
       again = ok != was_valid;  // a binding turned valid or invalid: the kept one may change
       c.cost_delta_units = units;
       c.cost_delta = static_cast<double>(units) * kCostUnitMs;

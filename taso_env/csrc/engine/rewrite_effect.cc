@@ -59,6 +59,7 @@ struct FusedStepChild {
   uint32_t gen;
   const std::vector<std::vector<TensorType>>& target_types;
   std::vector<char>& target_absorbed;
+  std::vector<int>* judged_by_readers = nullptr;  // with a footprint: the kept ops judge_by_readers read
   mutable std::vector<TensorType> input_types_;  // describe_*()'s scratch (a kept op's input types are the child's)
 
   bool removed_op(int id) const { return std::binary_search(removed.begin(), removed.end(), id); }
@@ -261,6 +262,7 @@ struct FusedStepChild {
           if (r.is_var) consider(m.vars[r.var].op);
     std::sort(cands.begin(), cands.end());
     cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+    if (judged_by_readers) judged_by_readers->insert(judged_by_readers->end(), cands.begin(), cands.end());
     std::vector<TensorType> in;
     for (int id : cands) {
       const Op& op = g.ops()[id];
@@ -288,7 +290,7 @@ struct FusedStepChild {
 }  // namespace
 
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
-                      const CostModel& model) {
+                      const CostModel& model, std::vector<int>* footprint) {
   const Graph& g = f.graph;
   Effect e;
   e.child_hash = f.graph_hash;
@@ -369,8 +371,10 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   // Ops to revisit are marked; a forward scan over op ids (a topological order) visits
   // them after everything they read, and stops once none is pending.
   int first = static_cast<int>(n), pending = 0;
+  std::vector<int> read;  // with a footprint: the kept ops looked at below
   auto mark = [&](int id) {
     if (s.queued[id] != gen && !is_removed(id)) {
+      if (footprint) read.push_back(id);
       s.queued[id] = gen;
       first = std::min(first, id);
       ++pending;
@@ -405,7 +409,23 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   std::vector<char> target_absorbed(plan.ops.size(), 0);
   if (!f.absorbed.empty()) {
     FusedStepChild child{g, f, m, plan, replaced, replaced_by, removed, gen, target_types, target_absorbed};
+    if (footprint) child.judged_by_readers = &read;
     child.judge(recost);
+  }
+  if (footprint) {  // the ops read, their producers and their readers (whose verdicts and uses were read)
+    read.insert(read.end(), recost.begin(), recost.end());
+    read.insert(read.end(), removed.begin(), removed.end());
+    for (const TensorRef& t : m.vars)
+      if (t.op >= 0) read.push_back(t.op);
+    std::vector<int>& fp = *footprint;
+    fp = read;
+    for (int id : read) {
+      for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) fp.push_back(f.in_refs[k].op);
+      for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) fp.push_back(f.out_ops[k]);
+    }
+    std::sort(fp.begin(), fp.end());
+    fp.erase(std::unique(fp.begin(), fp.end()), fp.end());
+    if (!fp.empty() && fp.front() < 0) fp.erase(fp.begin());
   }
   for (size_t i = 0; i < plan.ops.size(); ++i)
     if (plan.ops[i].present) e.cost_units += fused_step_units(target_absorbed[i], target_units[i]);

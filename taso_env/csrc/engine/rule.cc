@@ -155,15 +155,18 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
     for (const Match& r : refused) rejected->push_back({rule_id, r.ops});
     if (!ok) continue;
     find_dead_ops(rule, facts, m, plan);
-    Effect e = rewrite_effect(rule, facts, m, plan, model);
-    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0};
+    std::vector<int> footprint;
+    Effect e = rewrite_effect(rule, facts, m, plan, model, facts.absorbed.empty() ? nullptr : &footprint);
+    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0, std::move(footprint)};
     return true;
   }
   return false;
 }
 
 std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
-                                          const std::vector<int>* near, std::vector<Candidate>* rejected) const {
+                                          const std::vector<int>* near, std::vector<Candidate>* rejected,
+                                          bool footprints) const {
+  footprints = footprints && !facts.absorbed.empty();
   // With `near`: per op type, its ops within reach of the change (in id order, as in a
   // full enumeration: of two matches of the same ops the first found is kept).
   std::vector<std::vector<int>> near_by_type;
@@ -215,8 +218,10 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       }
       seen.insert(key);
       find_dead_ops(rule, facts, mm, plan);
-      Effect e = rewrite_effect(rule, facts, mm, plan, model);
-      out.push_back({r, mm.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash});
+      std::vector<int> footprint;
+      Effect e = rewrite_effect(rule, facts, mm, plan, model, footprints ? &footprint : nullptr);
+      out.push_back({r, mm.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash,
+                     std::move(footprint)});
     }
   }
   return out;
@@ -236,12 +241,12 @@ bool match_at(const RuleSet::Compiled& rule, const GraphFacts& facts, const std:
 }  // namespace
 
 bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, int rule_id, const std::vector<int>& location,
-                       int64_t* units) const {
+                       int64_t* units, std::vector<int>* footprint) const {
   const Compiled& rule = *rules_.at(rule_id);
   Match m;
   Plan plan;
   if (location.size() != rule.source.size() || !match_at(rule, facts, location, m, plan)) return false;
-  *units = rewrite_effect(rule, facts, m, plan, model).cost_units;
+  *units = rewrite_effect(rule, facts, m, plan, model, facts.absorbed.empty() ? nullptr : footprint).cost_units;
   return true;
 }
 

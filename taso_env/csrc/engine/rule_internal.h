@@ -348,13 +348,14 @@ void find_dead_ops(const Compiled& rule, const GraphFacts& f, const Match& m, Pl
 // What applying a validated match would do, computed without building the child graph
 // (rewrite_effect.cc): the exact change of the graph cost in cost units (removed ops,
 // added ops, and ops downstream whose constant-ness changes) and, when the facts carry
-// hashes, the child's graph hash.
+// hashes, the child's graph hash. With `footprint`, also the ops (sorted ids) whose facts
+// the cost change was computed from (Candidate::footprint).
 struct Effect {
   int64_t cost_units = 0;
   uint64_t child_hash = 0;
 };
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
-                      const CostModel& model);
+                      const CostModel& model, std::vector<int>* footprint = nullptr);
 Match empty_match(const Compiled& rule);
 // validate() but for the cycle check, and the cycle check alone (no op the target reads
 // depends on the match's outputs).
@@ -369,6 +370,7 @@ struct Rewritten {
   std::unique_ptr<Graph> graph;  // (on the heap: `facts` refers to it)
   std::vector<int> new_id;
   std::vector<int> changed;
+  std::vector<char> changed_mask;  // per child op: in `changed`
   std::unique_ptr<GraphFacts> facts;
   std::vector<int> hops;
   std::vector<int> near;  // hops where within every rule's near radius, else -1 (RuleSet::enumerate's `near`)

@@ -21,9 +21,12 @@
 // that the rewrite made valid (the parent's candidates hold valid matches only).
 // Where ops run in one another's steps (a cost model with fused steps), a match's cost
 // delta also reads the steps of ops a few hops beyond it: a carried-over candidate whose
-// first op lies within that slack of the change has the parent's ops but maybe not its
-// cost delta, so it is priced again at its place (not searched for again: its ops are
-// the parent's).
+// footprint (the ops its cost delta was computed from, Candidate::footprint) holds an op
+// the rewrite removed or changed (built, inputs or readers changed, fused-step verdict or
+// constant-ness changed) has the parent's ops but maybe not its cost delta, so it is
+// priced again at its place (not searched for again: its ops are the parent's). Without
+// footprints (candidates given as (rule, location, delta) only), every one whose first op
+// lies within the fused-step slack of the change is.
 #include <deque>
 
 #include "rule_internal.h"
@@ -132,6 +135,8 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
     if ((!parent.absorbed.empty() && parent.absorbed[i] != facts.absorbed[id]) || parent.constant[i] != facts.constant[id])
       r.changed.push_back(id);
   }
+  r.changed_mask.assign(r.graph->num_ops(), 0);
+  for (int id : r.changed) r.changed_mask[id] = 1;
   r.hops = hops_from(facts, r.changed, reach);
   const int radius = max_near_radius();
   r.near = r.hops;
@@ -146,9 +151,28 @@ RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, int s
     at->push_back(rw.new_id[id]);
   }
   int anchor_hops = rw.hops[(*at)[rules_[c.rule_id]->order[0]]];
+  if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) return Carried::kNear;
+  if (!c.footprint.empty()) {
+    for (int id : c.footprint)
+      if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]]) return Carried::kInSlack;
+    return Carried::kFar;
+  }
   if (anchor_hops < 0) return Carried::kFar;
-  if (anchor_hops <= near_radius(c.rule_id)) return Carried::kNear;
   return anchor_hops <= near_radius(c.rule_id) + slack ? Carried::kInSlack : Carried::kFar;
+}
+
+bool RuleSet::have_footprints(const std::vector<Candidate>& cands) {
+  for (const Candidate& c : cands)
+    if (c.footprint.empty()) return false;
+  return true;
+}
+
+std::vector<int> RuleSet::moved_footprint(const Rewritten& rw, const Candidate& c) {
+  std::vector<int> out;
+  out.reserve(c.footprint.size());
+  for (int id : c.footprint) out.push_back(rw.new_id[id]);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
@@ -156,6 +180,7 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
                                            const std::vector<int>& which) const {
   GraphFacts parent(graph, &model);
   const int slack = fused_step_slack(parent);
+  const int reach = max_near_radius() + (slack > 0 && have_footprints(cands) ? 0 : slack);
   check_candidates_of(graph, cands);
   std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
   for (size_t i = 0; i < cands.size(); ++i) by_delta[i] = static_cast<int>(i);
@@ -165,7 +190,7 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   for (int w : which) {
     if (w < 0 || w >= static_cast<int>(cands.size()))
       throw IndexError("candidate " + std::to_string(w) + " out of range (" + std::to_string(cands.size()) + ")");
-    Rewritten rw = rewrite(parent, model, cands[w], max_near_radius() + slack);
+    Rewritten rw = rewrite(parent, model, cands[w], reach);
     const GraphFacts& facts = *rw.facts;
     Successor s;
     s.child_hash = rw.graph->hash();

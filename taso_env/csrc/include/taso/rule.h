@@ -57,12 +57,18 @@ struct RuleSpec {
 // A place where a rule applies: the graph ops matched by the source pattern's ops, in
 // pattern order, and the change of the graph cost if applied: exact, in cost units
 // (kCostUnitMs), and in ms. `child_hash` is the applied graph's hash() when asked for.
+// `footprint` (recorded by enumeration() and step() where the cost model prices fused
+// steps; else empty): the ops whose facts its cost delta was computed from (its ops, the
+// ops it makes dead, the ops whose cost or fused-step verdict it changes or judges again,
+// and their producers and readers), sorted. After another rewrite that changed none of
+// them (RuleSet::step, successors), its cost delta stands.
 struct Candidate {
   int rule_id = -1;
   std::vector<int> location;
   double cost_delta = 0.0;
   int64_t cost_delta_units = 0;
   uint64_t child_hash = 0;
+  std::vector<int> footprint;
 };
 
 // What one rewrite leads to, for looking one step ahead (RuleSet::successors): the
@@ -137,19 +143,25 @@ class RuleSet {
   // The candidates of the graph of `facts` (all rules or `rule_id`); with `near` (hops
   // from a changed region, -1 = farther), only matches whose first-matched op is within
   // near_radius(rule) of it, each as the binding of its ops a full enumeration lists.
-  // With `rejected`, also the bindings found and rejected only for closing a cycle.
+  // With `rejected`, also the bindings found and rejected only for closing a cycle. With
+  // `footprints` (and a fused-step model), each candidate's footprint is recorded.
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
-                                   const std::vector<int>* near,
-                                   std::vector<Candidate>* rejected = nullptr) const;
+                                   const std::vector<int>* near, std::vector<Candidate>* rejected = nullptr,
+                                   bool footprints = false) const;
   // `graph` with cands[w] applied, its facts (unchanged ops keep their costs), the ops
   // the rewrite changed and every op's hops from them (up to `reach`; -1 farther).
   rule_detail::Rewritten rewrite(const rule_detail::GraphFacts& parent, const CostModel& model, const Candidate& c,
                                  int reach) const;
   // Where a candidate of the parent lands in `rw`'s child (its ops mapped into `at`):
   // the rewrite removed some of its ops, it is found afresh (anchored near the change),
-  // it is carried over but priced again (within the fused-step `slack`), or carried as is.
+  // it is carried over but priced again (its footprint, or without one the fused-step
+  // `slack`, reaches the change), or carried as is.
   enum class Carried { kRemoved, kNear, kInSlack, kFar };
   Carried carried(const rule_detail::Rewritten& rw, const Candidate& c, int slack, std::vector<int>* at) const;
+  // Whether every one of `cands` has its footprint recorded.
+  static bool have_footprints(const std::vector<Candidate>& cands);
+  // A carried-over candidate's footprint, as ids of `rw`'s child (sorted).
+  static std::vector<int> moved_footprint(const rule_detail::Rewritten& rw, const Candidate& c);
   // The valid binding of the ops `key` (sorted) a full enumeration keeps, with its cost
   // delta, and (appended to `rejected`) the bindings of them it rejects before it for
   // closing a cycle; false if none is valid (rule.cc).
@@ -163,10 +175,10 @@ class RuleSet {
   static int fused_step_slack(const rule_detail::GraphFacts& facts);
   // Throws ValueError unless every candidate is of a rule of this set, at ops of `graph`.
   void check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const;
-  // The cost delta (units) of `location` in the graph of `facts`, or false if the rule
-  // does not apply there.
+  // The cost delta (units) of `location` in the graph of `facts` (with `footprint`, and
+  // a fused-step model, its footprint), or false if the rule does not apply there.
   bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
-                const std::vector<int>& location, int64_t* units) const;
+                const std::vector<int>& location, int64_t* units, std::vector<int>* footprint = nullptr) const;
 
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
