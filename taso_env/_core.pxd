@@ -203,11 +203,11 @@ cdef extern from "taso/rule.h" namespace "taso":
         vector[Candidate] candidates(const Graph& graph, const CostModel& model, int rule_id,
                                     bool child_hashes) except +raise_core_error
         Graph apply(const Graph& graph, int rule_id, const vector[int]& location) except +raise_core_error
-        vector[Successor] successors(const Graph& graph, const CostModel& model, const vector[Candidate]& cands,
+        vector[Successor] successors(const Graph& graph, const CostModel& model, const Enumeration& current,
                                      const vector[int]& which) except +raise_core_error
         Enumeration enumeration(const Graph& graph, const CostModel& model) except +raise_core_error
-        Graph step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
-                   Enumeration* next) except +raise_core_error
+        unique_ptr[Graph] step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
+                               Enumeration* next) except +raise_core_error
 
 
 cdef extern from "taso/search.h" namespace "taso":

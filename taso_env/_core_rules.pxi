@@ -77,6 +77,8 @@ cdef class CoreEnumeration:
     and the bindings rejected for closing a cycle, for following it through a rewrite."""
 
     cdef Enumeration e
+    cdef object graph  # the CoreGraph and CoreCostModel enumerated: e's facts refer to them
+    cdef object model
 
     def candidates(self):
         """[(rule_id, location tuple, cost delta ms)]."""
@@ -126,14 +128,15 @@ cdef class CoreRuleSet:
         index in `which` of current's candidates (`current`: the enumeration of `graph`
         under `model`), each child scored without enumerating all of it."""
         cdef vector[int] picks = list(which)
-        cdef vector[Successor] out = deref(self.rules).successors(deref(graph.g), deref(model.cptr()),
-                                                                  current.e.candidates, picks)
+        cdef vector[Successor] out = deref(self.rules).successors(deref(graph.g), deref(model.cptr()), current.e,
+                                                                  picks)
         return [(s.child_hash, s.best_delta if s.has_candidates else None) for s in out]
 
     def enumeration(self, CoreGraph graph not None, CoreCostModel model not None):
         """The CoreEnumeration of `graph` (a full enumeration)."""
         cdef CoreEnumeration out = CoreEnumeration.__new__(CoreEnumeration)
         out.e = deref(self.rules).enumeration(deref(graph.g), deref(model.cptr()))
+        out.graph, out.model = graph, model
         return out
 
     def step(self, CoreGraph graph not None, CoreCostModel model not None, CoreEnumeration current not None,
@@ -142,8 +145,8 @@ cdef class CoreRuleSet:
         its enumeration, found by enumerating only near the rewritten ops."""
         cdef CoreGraph child = CoreGraph.__new__(CoreGraph)
         cdef CoreEnumeration nxt = CoreEnumeration.__new__(CoreEnumeration)
-        child.g = make_unique[Graph](deref(self.rules).step(deref(graph.g), deref(model.cptr()), current.e, which,
-                                                            &nxt.e))
+        child.g = deref(self.rules).step(deref(graph.g), deref(model.cptr()), current.e, which, &nxt.e)
+        nxt.graph, nxt.model = child, model
         return child, nxt
 
     def search(self, str method, CoreGraph graph not None, CoreCostModel model not None, double alpha=1.05, int budget=1000,

@@ -80,7 +80,7 @@ class Successor:
     best_delta: float | None
 
 
-def successors(enum: "Enumeration", which) -> list[Successor]:
+def successors(enum: Enumeration, which) -> list[Successor]:
     """Looks one rewrite ahead of each of the candidates `which` (indices into
     `enum.candidates`): each successor is built, but only its matches near the rewritten
     ops are enumerated; the rest are the enumeration's candidates carried over, priced

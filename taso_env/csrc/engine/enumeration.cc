@@ -76,22 +76,24 @@ bool search_order_kept(const GraphFacts& parent, const std::vector<int>& new_id,
 }  // namespace
 
 Enumeration RuleSet::enumeration(const Graph& graph, const CostModel& model) const {
-  GraphFacts facts(graph, &model);
+  auto facts = std::make_shared<const GraphFacts>(graph, &model);
   Enumeration out;
-  out.candidates = enumerate(facts, model, -1, nullptr, &out.cycle_rejected, true);
+  out.candidates = enumerate(*facts, model, -1, nullptr, &out.cycle_rejected, true);
+  out.facts = std::move(facts);
   std::sort(out.candidates.begin(), out.candidates.end(), by_rule_and_location);
   std::sort(out.cycle_rejected.begin(), out.cycle_rejected.end(), by_rule_and_location);
   return out;
 }
 
-Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
-                    Enumeration* next) const {
+std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model, const Enumeration& current,
+                                     int which, Enumeration* next) const {
   if (which < 0 || which >= static_cast<int>(current.candidates.size()))
     throw IndexError("candidate " + std::to_string(which) + " out of range (" +
                      std::to_string(current.candidates.size()) + ")");
   check_candidates_of(graph, current.candidates);
   check_candidates_of(graph, current.cycle_rejected);
-  GraphFacts parent(graph, &model);
+  const std::shared_ptr<const GraphFacts> parent_facts = facts_of(graph, model, current);
+  const GraphFacts& parent = *parent_facts;
   const int slack = fused_step_slack(parent);
   const bool footprints = slack > 0 && have_footprints(current.candidates);
   Rewritten rw = rewrite(parent, model, current.candidates[which], max_near_radius() + (footprints ? 0 : slack));
@@ -176,8 +178,9 @@ Graph RuleSet::step(const Graph& graph, const CostModel& model, const Enumeratio
   }
   std::sort(out.candidates.begin(), out.candidates.end(), by_rule_and_location);
   std::sort(out.cycle_rejected.begin(), out.cycle_rejected.end(), by_rule_and_location);
+  out.facts = std::move(rw.facts);  // the child's, for its next step or look ahead
   *next = std::move(out);
-  return std::move(*rw.graph);
+  return std::move(rw.graph);
 }
 
 }  // namespace taso

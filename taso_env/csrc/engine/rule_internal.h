@@ -38,6 +38,7 @@ struct CompiledOp {
 // (taso/graph_hash.h), so that a rewrite's child hash can be computed without it.
 struct GraphFacts {
   const Graph& graph;
+  const CostModel* model;  // what the costs are priced with (may be null)
   std::vector<std::vector<std::vector<std::pair<int, int>>>> consumers;
   std::vector<char> is_output;  // per op: some output is a graph output
   std::set<TensorRef> output_tensors;
@@ -74,7 +75,7 @@ struct GraphFacts {
   // successor's unchanged ops).
   GraphFacts(const Graph& g, const CostModel* model, bool with_hashes = false,
              const std::vector<int64_t>* known = nullptr, const std::vector<char>* known_constant = nullptr)
-      : graph(g), hashes(with_hashes) {
+      : graph(g), model(model), hashes(with_hashes) {
     consumers = g.consumers();
     is_output.assign(g.num_ops(), 0);
     for (const TensorRef& t : g.outputs()) {

@@ -175,10 +175,27 @@ std::vector<int> RuleSet::moved_footprint(const Rewritten& rw, const Candidate& 
   return out;
 }
 
+std::shared_ptr<const GraphFacts> RuleSet::facts_of(const Graph& graph, const CostModel& model,
+                                                    const Enumeration& current) {
+  if (current.facts && &current.facts->graph == &graph && current.facts->model == &model) return current.facts;
+  return std::make_shared<const GraphFacts>(graph, &model);
+}
+
 std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
                                            const std::vector<Candidate>& cands,
                                            const std::vector<int>& which) const {
-  GraphFacts parent(graph, &model);
+  return successors(GraphFacts(graph, &model), model, cands, which);
+}
+
+std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model, const Enumeration& current,
+                                           const std::vector<int>& which) const {
+  return successors(*facts_of(graph, model, current), model, current.candidates, which);
+}
+
+std::vector<Successor> RuleSet::successors(const GraphFacts& parent, const CostModel& model,
+                                           const std::vector<Candidate>& cands,
+                                           const std::vector<int>& which) const {
+  const Graph& graph = parent.graph;
   const int slack = fused_step_slack(parent);
   const int reach = max_near_radius() + (slack > 0 && have_footprints(cands) ? 0 : slack);
   check_candidates_of(graph, cands);

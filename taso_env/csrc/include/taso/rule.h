@@ -85,15 +85,18 @@ struct Successor {
 // without enumerating it whole (RuleSet::step, enumeration.cc): the bindings a full
 // enumeration finds and rejects only because their rewrite would close a cycle (a
 // rewrite elsewhere can open it). Cost deltas of cycle_rejected are unset.
-struct Enumeration {
-  std::vector<Candidate> candidates;
-  std::vector<Candidate> cycle_rejected;
-};
-
 namespace rule_detail {
 struct GraphFacts;
 struct Rewritten;
 }
+
+// `facts`: what step() and successors() need of the enumerated graph, kept from the
+// enumeration or step that made it (they refer to that graph: it must outlive them).
+struct Enumeration {
+  std::vector<Candidate> candidates;
+  std::vector<Candidate> cycle_rejected;
+  std::shared_ptr<const rule_detail::GraphFacts> facts;
+};
 
 class RuleSet {
  public:
@@ -123,6 +126,9 @@ class RuleSet {
   // checked again at its place in the successor.
   std::vector<Successor> successors(const Graph& graph, const CostModel& model, const std::vector<Candidate>& cands,
                                     const std::vector<int>& which) const;
+  // The same for `current`'s candidates (`current`: enumeration(graph, model) or a step's).
+  std::vector<Successor> successors(const Graph& graph, const CostModel& model, const Enumeration& current,
+                                    const std::vector<int>& which) const;
 
   // The candidates of `graph` (as candidates() finds them, sorted by rule and location)
   // and its cycle-rejected bindings.
@@ -130,8 +136,8 @@ class RuleSet {
   // Applies current.candidates[which] to `graph` (whose enumeration `current` is) and
   // returns the graph it leads to; `next` becomes that graph's enumeration, equal to
   // enumeration(result, model), found by enumerating only near the rewritten ops.
-  Graph step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
-             Enumeration* next) const;
+  std::unique_ptr<Graph> step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
+                              Enumeration* next) const;
 
   struct Compiled;  // a checked, pre-processed rule (rule_internal.h)
 
@@ -173,6 +179,11 @@ class RuleSet {
   int max_near_radius() const;
   // How much farther than a match's ops its cost delta reads (successor.cc).
   static int fused_step_slack(const rule_detail::GraphFacts& facts);
+  // The facts of `graph` under `model`: `current`'s where they are that graph's, else built.
+  static std::shared_ptr<const rule_detail::GraphFacts> facts_of(const Graph& graph, const CostModel& model,
+                                                                 const Enumeration& current);
+  std::vector<Successor> successors(const rule_detail::GraphFacts& parent, const CostModel& model,
+                                    const std::vector<Candidate>& cands, const std::vector<int>& which) const;
   // Throws ValueError unless every candidate is of a rule of this set, at ops of `graph`.
   void check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const;
   // The cost delta (units) of `location` in the graph of `facts` (with `footprint`, and
