@@ -70,7 +70,7 @@ setup(
     # as taso_env.data, so an installed rlflow finds it without the source tree.
     package_dir={"taso_env.data": "data"},
     package_data={"taso_env": ["rules/*.json", "rules/README.md"],
-                  "taso_env.data": ["models/*.onnx", "models/README.md", "costs/*.h5", "tuning/*.h5"]},
+                  "taso_env.data": ["models/*.onnx", "models/README.md", "costs/*.h5", "costs/*.tsv", "tuning/*.h5"]},
     ext_modules=[CMakeExtension("taso_env._core"), CMakeExtension("taso_env._cuda", optional=True)],
     entry_points={"console_scripts": ["rlflow = rlflow.cli:main"]},
     cmdclass={"build_ext": CMakeBuild},

@@ -105,6 +105,10 @@ cdef extern from "library_ops.h" namespace "taso::cuda":
     size_t conv_algo_cache_size()
 
 
+cdef extern from "gemm_lt.h" namespace "taso::cuda":
+    size_t gemm_algo_cache_size()
+
+
 cdef extern from "tuning.h" namespace "taso::cuda":
     cdef cppclass ConvAlgo:
         int algo

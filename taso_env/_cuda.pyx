@@ -87,8 +87,9 @@ def mem_info():
 
 
 def cache_sizes():
-    """Sizes of the process-wide caches: chosen conv algorithms, measured op configs."""
-    return {"conv_algorithms": conv_algo_cache_size(), "op_costs": op_cache_size()}
+    """Sizes of the process-wide caches: chosen conv and GEMM algorithms, measured op configs."""
+    return {"conv_algorithms": conv_algo_cache_size(), "gemm_algorithms": gemm_algo_cache_size(),
+            "op_costs": op_cache_size()}
 
 
 cdef class GpuExecutor:

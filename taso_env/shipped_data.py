@@ -1,11 +1,13 @@
-"""Where the data rlflow ships lives: shape-only ONNX models and measured GPU cost tables.
+"""Where the data rlflow ships lives: shape-only ONNX models, measured GPU cost tables and
+the GPU algorithm choices those tables were measured with.
 
 The repository's `data/` installs as the package `taso_env.data` (setup.py), so an
 installed rlflow finds it wherever it runs; a source checkout on PYTHONPATH finds the
 checkout's `data/`.
 
     shipped_data.models()            # {"resnet50": Path(".../models/resnet50.onnx"), ...}
-    shipped_data.cost_table("h100_fp32")
+    shipped_data.cost_tables()["h100_fp32"]
+    shipped_data.algorithm_choices("gemm")  # [Path(".../costs/h100_gemm_algos.tsv")]
 """
 
 from __future__ import annotations
@@ -36,3 +38,11 @@ def cost_tables() -> dict[str, Path]:
     """Shipped cost tables (HDF5) by stem (e.g. "h100_fp32")."""
     folder = root() / "costs" if root() else None
     return {p.stem: p for p in sorted(folder.glob("*.h5"))} if folder and folder.is_dir() else {}
+
+
+def algorithm_choices(kind: str) -> list[Path]:
+    """Shipped algorithm choice files of `kind` ("conv" or "gemm"): the cuDNN / cuBLASLt
+    algorithms the shipped cost tables were measured with, as lines "key<TAB>choice" whose
+    keys name the device and library version (taso_env/csrc/gpu/config_cache.h)."""
+    folder = root() / "costs" if root() else None
+    return sorted(folder.glob(f"*_{kind}_algos.tsv")) if folder and folder.is_dir() else []

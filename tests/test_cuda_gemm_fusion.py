@@ -212,3 +212,32 @@ def test_zoo_transformers_compute_the_same_fused_and_unfused(model, monkeypatch)
     for name, a in outs["0"].items():
         scale = max(float(np.max(np.abs(a))), 1e-6)
         assert float(np.max(np.abs(a - outs["1"][name]))) <= 1e-4 * scale, name
+
+
+def test_gemm_algorithm_choices_persist_and_a_fresh_process_uses_them(tmp_path, monkeypatch):
+    """The cuBLASLt algorithm a GEMM configuration is timed to is appended to the file
+    RLFLOW_GEMM_ALGO_CACHE names; a later process reads it and times nothing again, so
+    two processes (a cost table's measuring and a graph's) run the same kernels."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "gemm_algos.tsv"
+    monkeypatch.setenv(cb.GEMM_ALGO_CACHE_ENV, str(path))
+    monkeypatch.setenv("RLFLOW_FUSE", "1")
+    code = ("import numpy as np, taso_env as te; from taso_env.gpu import cuda_backend as cb\n"
+            "b = te.GraphBuilder('fresh_gemm', seed=0)\n"  # shapes no other test uses
+            "b.output(b.linear(b.input('x', [3, 37, 53]), 29, name='l'), 'y')\n"
+            "print(cb.run(b.build(), {'x': np.ones((3, 37, 53), np.float32)})['y'].sum())")
+    env = {**os.environ, "RLFLOW_TUNE_LOG": "1"}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert "candidates" in first.stderr  # timed here
+    lines = path.read_text().splitlines()
+    assert lines and all(len(line.split("\t")) == 2 and len(line.split("\t")[1].split()) == 9 for line in lines)
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert "candidates" not in again.stderr  # read from the file, checked, used
+    assert float(again.stdout) == float(first.stdout)
+    assert path.read_text().splitlines() == lines
+    path.write_text("".join(f"{line.split(chr(9))[0]}\tnot an algorithm\n" for line in lines))
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert "candidates" in bad.stderr  # an unreadable line is skipped: timed again

@@ -57,25 +57,56 @@ class UnsupportedGraphError(CudaBackendError, UnsupportedOpError):
 
 
 ALGO_CACHE_ENV = "RLFLOW_CONV_ALGO_CACHE"
+GEMM_ALGO_CACHE_ENV = "RLFLOW_GEMM_ALGO_CACHE"
+_CACHE_KINDS = {ALGO_CACHE_ENV: "conv", GEMM_ALGO_CACHE_ENV: "gemm"}
 
 
-def default_algo_cache() -> str:
-    """Where convolution algorithm choices persist between processes when
-    RLFLOW_CONV_ALGO_CACHE is unset: ~/.cache/rlflow/conv_algos.tsv (docs/gpu.md)."""
-    return os.path.join(os.path.expanduser("~"), ".cache", "rlflow", "conv_algos.tsv")
+def default_algo_cache(env: str = ALGO_CACHE_ENV) -> str:
+    """Where the convolution (RLFLOW_CONV_ALGO_CACHE) or cuBLASLt GEMM
+    (RLFLOW_GEMM_ALGO_CACHE) algorithm choices persist between processes when that
+    variable is unset: ~/.cache/rlflow/conv_algos.tsv or gemm_algos.tsv (docs/gpu.md)."""
+    return os.path.join(os.path.expanduser("~"), ".cache", "rlflow", f"{_CACHE_KINDS[env]}_algos.tsv")
+
+
+def seed_algo_cache(path: str, kind: str) -> int:
+    """Appends to the cache file `path` the shipped choices of `kind` ("conv", "gemm") whose
+    configuration it has no choice for yet: the algorithms the shipped cost tables were
+    measured with, so that this machine's executor runs (where its device and library
+    versions are those of the keys) the kernels the table priced. The lines added."""
+    from taso_env import shipped_data
+
+    have = set()
+    if os.path.exists(path):
+        with open(path) as f:
+            have = {line.split("\t", 1)[0] for line in f}
+    new = []
+    for shipped in shipped_data.algorithm_choices(kind):
+        with open(shipped) as f:
+            for line in f:
+                key = line.split("\t", 1)[0]
+                if "\t" in line and key not in have:
+                    have.add(key)
+                    new.append(line if line.endswith("\n") else line + "\n")
+    if new:
+        with open(path, "a") as f:
+            f.writelines(new)
+    return len(new)
 
 
 def _set_algo_cache() -> None:
-    """The C++ side reads RLFLOW_CONV_ALGO_CACHE once, at the first convolution; an
-    empty value turns the file off."""
-    if ALGO_CACHE_ENV in os.environ:
-        return
-    path = default_algo_cache()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    except OSError:
-        return
-    os.environ[ALGO_CACHE_ENV] = path
+    """The C++ side reads each cache file once, at the first convolution or GEMM; an empty
+    value turns that file off. Where a variable is unset, its default file is used, seeded
+    with the shipped choices (`seed_algo_cache`)."""
+    for env, kind in _CACHE_KINDS.items():
+        if env in os.environ:
+            continue
+        path = default_algo_cache(env)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            seed_algo_cache(path, kind)
+        except OSError:
+            continue
+        os.environ[env] = path
 
 
 @functools.cache

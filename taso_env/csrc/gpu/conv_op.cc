@@ -16,45 +16,32 @@ namespace taso {
 namespace cuda {
 namespace {
 
-// RLFLOW_CONV_ALGO_CACHE: a file of tab-separated lines "key algo math fused workspace ms"
-// read on first use and appended to on each new choice (keys name the device and cuDNN).
-const char* cache_file() {
-  const char* p = std::getenv("RLFLOW_CONV_ALGO_CACHE");
-  return p && *p ? p : nullptr;
-}
+// RLFLOW_CONV_ALGO_CACHE: a file of lines "key<TAB>algo math fused workspace ms" (keys
+// name the device and cuDNN; config_cache.h).
+constexpr char kCacheEnv[] = "RLFLOW_CONV_ALGO_CACHE";
 
-// C stdio, not iostreams: the module shares its process with other C++ runtimes.
 ConfigCache<ConvAlgo>& conv_cache() {
   static ConfigCache<ConvAlgo> cache([] {
     std::map<std::string, ConvAlgo> c;
-    const char* path = cache_file();
-    FILE* f = path ? std::fopen(path, "r") : nullptr;
-    if (!f) return c;
-    char line[4096];
-    while (std::fgets(line, sizeof line, f)) {
-      char* tab = std::strchr(line, '\t');
-      if (!tab) continue;
+    for (const auto& [key, value] : read_choices(kCacheEnv)) {
       int algo = 0, math = 0, fused = 0;
       unsigned long long ws = 0;
       float ms = 0;
-      if (std::sscanf(tab + 1, "%d %d %d %llu %f", &algo, &math, &fused, &ws, &ms) != 5) continue;
+      if (std::sscanf(value.c_str(), "%d %d %d %llu %f", &algo, &math, &fused, &ws, &ms) != 5) continue;
       if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) continue;
-      c[std::string(line, tab)] = {static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math),
-                                   static_cast<size_t>(ws), ms, fused != 0};
+      c[key] = {static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math),
+                static_cast<size_t>(ws), ms, fused != 0};
     }
-    std::fclose(f);
     return c;
   }());
   return cache;
 }
 
 void save_choice(const std::string& key, const ConvAlgo& a) {
-  const char* path = cache_file();
-  FILE* f = path ? std::fopen(path, "a") : nullptr;
-  if (!f) return;
-  std::fprintf(f, "%s\t%d %d %d %llu %g\n", key.c_str(), static_cast<int>(a.algo), static_cast<int>(a.math),
-               a.fused ? 1 : 0, static_cast<unsigned long long>(a.workspace), a.ms);
-  std::fclose(f);
+  char value[128];
+  std::snprintf(value, sizeof value, "%d %d %d %llu %g", static_cast<int>(a.algo), static_cast<int>(a.math),
+                a.fused ? 1 : 0, static_cast<unsigned long long>(a.workspace), a.ms);
+  append_choice(kCacheEnv, key, value);
 }
 
 }  // namespace

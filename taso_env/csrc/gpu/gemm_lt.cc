@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,9 +69,37 @@ int alignment(const void* p) {
 }
 
 
+// RLFLOW_GEMM_ALGO_CACHE: a file of lines "key<TAB>the algorithm's eight words (hex) ms"
+// (keys name the device and cuBLASLt's version; config_cache.h). A choice read from it is
+// checked against the GEMM before it is used (cublasLtMatmulAlgoCheck).
+constexpr char kCacheEnv[] = "RLFLOW_GEMM_ALGO_CACHE";
+
 ConfigCache<cublasLtMatmulAlgo_t>& cache() {
-  static ConfigCache<cublasLtMatmulAlgo_t> c;
+  static ConfigCache<cublasLtMatmulAlgo_t> c([] {
+    std::map<std::string, cublasLtMatmulAlgo_t> m;
+    for (const auto& [key, value] : read_choices(kCacheEnv)) {
+      unsigned long long w[8];
+      if (std::sscanf(value.c_str(), "%llx %llx %llx %llx %llx %llx %llx %llx", &w[0], &w[1], &w[2], &w[3], &w[4],
+                      &w[5], &w[6], &w[7]) != 8)
+        continue;
+      cublasLtMatmulAlgo_t algo;
+      for (int i = 0; i < 8; ++i) algo.data[i] = w[i];
+      m[key] = algo;
+    }
+    return m;
+  }());
   return c;
+}
+
+void save_choice(const std::string& key, const cublasLtMatmulAlgo_t& algo, float ms) {
+  std::string value;
+  char word[32];
+  for (uint64_t w : algo.data) {
+    std::snprintf(word, sizeof word, "%llx ", static_cast<unsigned long long>(w));
+    value += word;
+  }
+  std::snprintf(word, sizeof word, "%g", ms);
+  append_choice(kCacheEnv, key, value + word);
 }
 
 void create_layout(cublasLtMatrixLayout_t* desc, cudaDataType_t type, const ColMajor& cm, int64_t batch,
@@ -85,6 +114,8 @@ void create_layout(cublasLtMatrixLayout_t* desc, cudaDataType_t type, const ColM
 }
 
 }  // namespace
+
+size_t gemm_algo_cache_size() { return cache().size(); }
 
 bool lt_gemm_supported(const LtGemmConfig& cfg) {
   if (cfg.a.rows != cfg.d.rows || cfg.b.cols != cfg.d.cols || cfg.a.cols != cfg.b.rows) return false;
@@ -121,7 +152,8 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
 
   // Plain string building, no iostreams: the module shares its process with other C++
   // runtimes (see conv_op.cc).
-  std::string key = ctx.device_name + "|" + math_mode_name(cfg.math) + "|" + std::to_string(cfg.batch) + "|" +
+  std::string key = ctx.device_name + "|lt" + std::to_string(cublasLtGetVersion()) + "|" + math_mode_name(cfg.math) +
+                    "|" + std::to_string(cfg.batch) + "|" +
                     std::to_string(cfg.bias) + std::to_string(cfg.residual) + std::to_string(cfg.relu);
   for (const ColMajor* cm : {&m.a, &m.b, &m.c, &m.d})
     key += "|" + std::to_string(cm->rows) + "," + std::to_string(cm->cols) + "," + std::to_string(cm->ld) + "," +
@@ -131,9 +163,14 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   for (const void* p : {p_.a, p_.b, p_.c ? p_.c : static_cast<const void*>(p_.d), static_cast<const void*>(p_.d),
                         p_.bias})
     key += "," + std::to_string(alignment(p));
-  if (auto cached = cache().find(key)) {
-    algo_ = *cached;
-    return;
+  if (auto cached = cache().find(key)) {  // (one read from the file may not fit this build or GEMM: then tuned)
+    cublasLtMatmulHeuristicResult_t check;
+    if (cublasLtMatmulAlgoCheck(ctx.cublaslt, desc_, a_desc_, b_desc_, c_desc_, d_desc_, &*cached, &check) ==
+            CUBLAS_STATUS_SUCCESS &&
+        check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ctx.cublas_workspace_bytes) {
+      algo_ = *cached;
+      return;
+    }
   }
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -172,6 +209,7 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   }
   if (best < 0) throw UnsupportedGraphError("no cuBLASLt algorithm ran for this GEMM");
   cache().put(key, algo_);
+  save_choice(key, algo_, best);
 }
 
 LtGemm::~LtGemm() {

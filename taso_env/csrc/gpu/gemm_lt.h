@@ -37,6 +37,9 @@ struct LtGemmConfig {
 // Whether cuBLASLt can read / write these layouts: one of each matrix's strides is 1
 // (D's column stride), leading dimensions fit, batch strides are positive when batch > 1.
 bool lt_gemm_supported(const LtGemmConfig& cfg);
+// How many GEMM configurations have an algorithm chosen in this process (or read from
+// the file RLFLOW_GEMM_ALGO_CACHE names).
+size_t gemm_algo_cache_size();
 
 // The device pointers a GEMM step reads and writes (bound at construction: the
 // executor's buffers never move). bias / c may be null.
