@@ -207,12 +207,36 @@ def test_detours_of_later_rounds_are_looked_at_when_the_first_round_finds_nothin
     barren = sorted({c.rule_id for c in at_optimum.candidates() if c.cost_delta >= 0} - {enlarge})[0]
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     agent.two_step_returns = lambda mu, rules: np.select([rules == barren, rules == enlarge], [2.0, 1.0], -1.0)
-    one_round = type(agent.lookahead)(gamma=1.0, step_cost=0.0, detour_rules=1, detour_locations=8)
+    one_round = type(agent.lookahead)(gamma=1.0, step_cost=0.0, detour_rules=1, detour_locations=8, detour_rounds=1)
     agent.lookahead = one_round
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
         greedy.metrics["final_cost"], rel=1e-9)
     agent.lookahead = dataclasses.replace(one_round, detour_rounds=2)
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] < greedy.metrics["final_cost"] * (1 - 1e-3)
+    assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
+
+
+def test_a_rules_further_locations_are_looked_at_in_a_later_round():
+    """The rule M ranks may be right where its smallest losses are not the detours that
+    pay: on the H100 table, none of squeezenet1_1's four cheapest 1x1-to-3x3 enlargements
+    pays at greedy's optimum, but among the next four are those whose merge with the 3x3
+    sibling then pays; the second round looks at them."""
+    from taso_env import rules as rules_module
+    from taso_env.env.episode import run_episode
+    from taso_env.env.policies import GreedyPolicy
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("squeezenet1_1", horizon=40, cost_model="table:h100_fp32")
+    greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
+    enlarge = rules_module.default().names().index("enlarge_conv_1x1_to_3x3")
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    agent.two_step_returns = lambda mu, rules: np.where(rules == enlarge, 1.0, -1.0)
+    first_round = type(agent.lookahead)(detour_rules=8, detour_locations=4, detour_rounds=1)
+    agent.lookahead = first_round
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
+        greedy.metrics["final_cost"], rel=1e-9)
+    agent.lookahead = dataclasses.replace(first_round, detour_rounds=2)
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] < greedy.metrics["final_cost"] / 1.1
     assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
 
 
