@@ -94,9 +94,7 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
   check_candidates_of(graph, current.cycle_rejected);
   const std::shared_ptr<const GraphFacts> parent_facts = facts_of(graph, model, current);
   const GraphFacts& parent = *parent_facts;
-  const int slack = fused_step_slack(parent);
-  const bool footprints = slack > 0 && have_footprints(current.candidates);
-  Rewritten rw = rewrite(parent, model, current.candidates[which], max_near_radius() + (footprints ? 0 : slack));
+  Rewritten rw = rewrite(parent, model, current.candidates[which]);
   const GraphFacts& facts = *rw.facts;
   Enumeration out;
   std::vector<Candidate> fresh_rejected;
@@ -106,20 +104,20 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
   // new lists; those of rebindable rules are gathered per set of ops first.
   struct Bindings {
     bool order_kept = true;                             // the search meets its ops as before
-    bool unchanged = true;  // every entry valid, carried as is (footprint untouched) and surely acyclic
+    bool unchanged = true;  // every entry valid, carried as is (cost delta unchanged) and surely acyclic
     std::vector<std::pair<Candidate, bool>> entries;  // (entry, was valid)
   };
   std::map<std::pair<int, std::vector<int>>, Bindings> sets;  // (rule, ops in the new graph, sorted) ->
   auto carry = [&](const Candidate& c, bool was_valid) {
     Candidate moved = c;
-    const Carried where = carried(rw, c, slack, &moved.location);
+    const Carried where = carried(rw, c, &moved.location);
     if (where == Carried::kRemoved || where == Carried::kNear) return;  // gone, or enumerated afresh
     const bool as_is = was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location);
-    if (as_is && footprints) moved.footprint = moved_footprint(rw, c);
+    if (as_is) moved.footprint = moved_footprint(rw, c);
     if (rebindable_[c.rule_id]) {
       Bindings& b = sets[{c.rule_id, sorted_ops(moved.location)}];
       b.order_kept = b.order_kept && search_order_kept(parent, rw.new_id, sorted_ops(c.location));
-      b.unchanged = b.unchanged && as_is && footprints;
+      b.unchanged = b.unchanged && as_is;
       b.entries.push_back({moved, was_valid});
       return;
     }

@@ -291,6 +291,7 @@ struct FusedStepChild {
 
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
                       const CostModel& model, std::vector<int>* footprint) {
+  if (f.absorbed.empty()) footprint = nullptr;  // no fused steps: a candidate's radius bounds what its delta reads
   const Graph& g = f.graph;
   Effect e;
   e.child_hash = f.graph_hash;

@@ -156,7 +156,7 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
     if (!ok) continue;
     find_dead_ops(rule, facts, m, plan);
     std::vector<int> footprint;
-    Effect e = rewrite_effect(rule, facts, m, plan, model, facts.absorbed.empty() ? nullptr : &footprint);
+    Effect e = rewrite_effect(rule, facts, m, plan, model, &footprint);
     *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0, std::move(footprint)};
     return true;
   }
@@ -166,7 +166,6 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
 std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
                                           const std::vector<int>* near, std::vector<Candidate>* rejected,
                                           bool footprints) const {
-  footprints = footprints && !facts.absorbed.empty();
   // With `near`: per op type, its ops within reach of the change (in id order, as in a
   // full enumeration: of two matches of the same ops the first found is kept).
   std::vector<std::vector<int>> near_by_type;
@@ -246,7 +245,7 @@ bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, int rule
   Match m;
   Plan plan;
   if (location.size() != rule.source.size() || !match_at(rule, facts, location, m, plan)) return false;
-  *units = rewrite_effect(rule, facts, m, plan, model, facts.absorbed.empty() ? nullptr : footprint).cost_units;
+  *units = rewrite_effect(rule, facts, m, plan, model, footprint).cost_units;
   return true;
 }
 

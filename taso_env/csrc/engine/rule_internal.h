@@ -349,8 +349,9 @@ void find_dead_ops(const Compiled& rule, const GraphFacts& f, const Match& m, Pl
 // What applying a validated match would do, computed without building the child graph
 // (rewrite_effect.cc): the exact change of the graph cost in cost units (removed ops,
 // added ops, and ops downstream whose constant-ness changes) and, when the facts carry
-// hashes, the child's graph hash. With `footprint`, also the ops (sorted ids) whose facts
-// the cost change was computed from (Candidate::footprint).
+// hashes, the child's graph hash. With `footprint` and a model with fused steps, also the
+// ops (sorted ids) whose facts the cost change was computed from (Candidate::footprint;
+// left empty otherwise).
 struct Effect {
   int64_t cost_units = 0;
   uint64_t child_hash = 0;
@@ -366,15 +367,14 @@ bool creates_no_cycle(const Compiled& rule, const GraphFacts& f, const Match& m,
 // A parent graph's rewrite (RuleSet::rewrite): the child, where each parent op went (-1:
 // removed), the child's ops where something changed (built by the target, inputs or
 // readers changed, fused-step verdict or constant-ness changed), the child's facts and
-// each child op's hops from the changed ones (-1: beyond the reach asked for).
+// each child op's hops from the changed ones (-1: beyond every rule's near radius).
 struct Rewritten {
   std::unique_ptr<Graph> graph;  // (on the heap: `facts` refers to it)
   std::vector<int> new_id;
   std::vector<int> changed;
   std::vector<char> changed_mask;  // per child op: in `changed`
   std::unique_ptr<GraphFacts> facts;
-  std::vector<int> hops;
-  std::vector<int> near;  // hops where within every rule's near radius, else -1 (RuleSet::enumerate's `near`)
+  std::vector<int> near;  // hops from `changed` up to every rule's near radius, else -1 (RuleSet::enumerate's `near`)
 };
 std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius);
 

@@ -24,9 +24,9 @@
 // footprint (the ops its cost delta was computed from, Candidate::footprint) holds an op
 // the rewrite removed or changed (built, inputs or readers changed, fused-step verdict or
 // constant-ness changed) has the parent's ops but maybe not its cost delta, so it is
-// priced again at its place (not searched for again: its ops are the parent's). Without
-// footprints (candidates given as (rule, location, delta) only), every one whose first op
-// lies within the fused-step slack of the change is.
+// priced again at its place (not searched for again: its ops are the parent's). Under a
+// model without fused steps a candidate has no footprint: beyond the radius its cost
+// delta is the parent's.
 #include <deque>
 
 #include "rule_internal.h"
@@ -90,16 +90,6 @@ int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rul
 
 int RuleSet::max_near_radius() const { return max_near_radius_; }
 
-int RuleSet::fused_step_slack(const GraphFacts& facts) {
-  // Where ops can run in another op's step, a match's cost delta also reads the state of
-  // ops farther out: the co-readers of its inputs (2 hops) are judged again, verdicts
-  // follow one another 2 hops further (a GEMM's bias Add, its residual Add, the chain op
-  // reading it), and judging an op reads its producers (1), their readers and the
-  // producers of a reader-judged op's inputs (1): the change then reaches 6 hops farther
-  // (the slack, in which carried-over candidates are priced again).
-  return facts.absorbed.empty() ? 0 : 6;
-}
-
 void RuleSet::check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const {
   for (const Candidate& c : cands) {  // candidates of another graph or rule set are refused
     if (c.rule_id < 0 || c.rule_id >= size())
@@ -112,7 +102,7 @@ void RuleSet::check_candidates_of(const Graph& graph, const std::vector<Candidat
   }
 }
 
-Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, const Candidate& c, int reach) const {
+Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, const Candidate& c) const {
   const Graph& graph = parent.graph;
   Rewritten r;
   std::vector<int> added;
@@ -137,34 +127,21 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
   }
   r.changed_mask.assign(r.graph->num_ops(), 0);
   for (int id : r.changed) r.changed_mask[id] = 1;
-  r.hops = hops_from(facts, r.changed, reach);
-  const int radius = max_near_radius();
-  r.near = r.hops;
-  for (int& d : r.near) d = d > radius ? -1 : d;
+  r.near = hops_from(facts, r.changed, max_near_radius());
   return r;
 }
 
-RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, int slack, std::vector<int>* at) const {
+RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, std::vector<int>* at) const {
   at->clear();
   for (int id : c.location) {
     if (rw.new_id[id] < 0) return Carried::kRemoved;
     at->push_back(rw.new_id[id]);
   }
-  int anchor_hops = rw.hops[(*at)[rules_[c.rule_id]->order[0]]];
+  const int anchor_hops = rw.near[(*at)[rules_[c.rule_id]->order[0]]];
   if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) return Carried::kNear;
-  if (!c.footprint.empty()) {
-    for (int id : c.footprint)
-      if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]]) return Carried::kInSlack;
-    return Carried::kFar;
-  }
-  if (anchor_hops < 0) return Carried::kFar;
-  return anchor_hops <= near_radius(c.rule_id) + slack ? Carried::kInSlack : Carried::kFar;
-}
-
-bool RuleSet::have_footprints(const std::vector<Candidate>& cands) {
-  for (const Candidate& c : cands)
-    if (c.footprint.empty()) return false;
-  return true;
+  for (int id : c.footprint)
+    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]]) return Carried::kRepriced;
+  return Carried::kFar;
 }
 
 std::vector<int> RuleSet::moved_footprint(const Rewritten& rw, const Candidate& c) {
@@ -181,23 +158,11 @@ std::shared_ptr<const GraphFacts> RuleSet::facts_of(const Graph& graph, const Co
   return std::make_shared<const GraphFacts>(graph, &model);
 }
 
-std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model,
-                                           const std::vector<Candidate>& cands,
-                                           const std::vector<int>& which) const {
-  return successors(GraphFacts(graph, &model), model, cands, which);
-}
-
 std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& model, const Enumeration& current,
                                            const std::vector<int>& which) const {
-  return successors(*facts_of(graph, model, current), model, current.candidates, which);
-}
-
-std::vector<Successor> RuleSet::successors(const GraphFacts& parent, const CostModel& model,
-                                           const std::vector<Candidate>& cands,
-                                           const std::vector<int>& which) const {
-  const Graph& graph = parent.graph;
-  const int slack = fused_step_slack(parent);
-  const int reach = max_near_radius() + (slack > 0 && have_footprints(cands) ? 0 : slack);
+  const std::shared_ptr<const GraphFacts> parent_facts = facts_of(graph, model, current);
+  const GraphFacts& parent = *parent_facts;
+  const std::vector<Candidate>& cands = current.candidates;
   check_candidates_of(graph, cands);
   std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
   for (size_t i = 0; i < cands.size(); ++i) by_delta[i] = static_cast<int>(i);
@@ -207,7 +172,7 @@ std::vector<Successor> RuleSet::successors(const GraphFacts& parent, const CostM
   for (int w : which) {
     if (w < 0 || w >= static_cast<int>(cands.size()))
       throw IndexError("candidate " + std::to_string(w) + " out of range (" + std::to_string(cands.size()) + ")");
-    Rewritten rw = rewrite(parent, model, cands[w], reach);
+    Rewritten rw = rewrite(parent, model, cands[w]);
     const GraphFacts& facts = *rw.facts;
     Successor s;
     s.child_hash = rw.graph->hash();
@@ -219,13 +184,13 @@ std::vector<Successor> RuleSet::successors(const GraphFacts& parent, const CostM
     };
     // matches are searched for afresh only where the ops changed
     for (const Candidate& c : enumerate(facts, model, -1, &rw.near)) offer(c.cost_delta_units);
-    // carried-over candidates: (re)placed in the successor; those within the slack priced again
+    // carried-over candidates: (re)placed in the successor; those whose footprint changed priced again
     std::vector<std::vector<int>> at(cands.size());
     std::vector<char> far(cands.size(), 0);
     for (size_t k = 0; k < cands.size(); ++k) {
-      Carried where = carried(rw, cands[k], slack, &at[k]);
+      Carried where = carried(rw, cands[k], &at[k]);
       int64_t units = 0;
-      if (where == Carried::kInSlack && delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);
+      if (where == Carried::kRepriced && delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);
       far[k] = where == Carried::kFar;
     }
     for (int k : by_delta) {  // the parent's cost delta stands: best first, until one applies

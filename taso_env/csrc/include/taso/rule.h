@@ -118,15 +118,12 @@ class RuleSet {
   // Materialises one candidate. Throws ValueError if it does not apply to `graph`.
   Graph apply(const Graph& graph, int rule_id, const std::vector<int>& location) const;
 
-  // For each candidate cands[w], w in `which` (`cands`: candidates(graph, model)), the
-  // graph it leads to and the best cost delta among that graph's candidates, without
-  // enumerating the whole successor (successor.cc): matches near the rewritten region
-  // are enumerated afresh, the rest are `cands` carried over: those within a cost
-  // model's fused-step reach of the region priced again, of the others the best
+  // For each candidate current.candidates[w], w in `which` (`current`: enumeration(graph,
+  // model) or a step's), the graph it leads to and the best cost delta among that graph's
+  // candidates, without enumerating the whole successor (successor.cc): matches near the
+  // rewritten region are enumerated afresh, the rest are current's candidates carried
+  // over: those whose footprint the rewrite changed priced again, of the others the best
   // checked again at its place in the successor.
-  std::vector<Successor> successors(const Graph& graph, const CostModel& model, const std::vector<Candidate>& cands,
-                                    const std::vector<int>& which) const;
-  // The same for `current`'s candidates (`current`: enumeration(graph, model) or a step's).
   std::vector<Successor> successors(const Graph& graph, const CostModel& model, const Enumeration& current,
                                     const std::vector<int>& which) const;
 
@@ -155,17 +152,15 @@ class RuleSet {
                                    const std::vector<int>* near, std::vector<Candidate>* rejected = nullptr,
                                    bool footprints = false) const;
   // `graph` with cands[w] applied, its facts (unchanged ops keep their costs), the ops
-  // the rewrite changed and every op's hops from them (up to `reach`; -1 farther).
-  rule_detail::Rewritten rewrite(const rule_detail::GraphFacts& parent, const CostModel& model, const Candidate& c,
-                                 int reach) const;
+  // the rewrite changed and every op's hops from them (up to max_near_radius(); -1 farther).
+  rule_detail::Rewritten rewrite(const rule_detail::GraphFacts& parent, const CostModel& model,
+                                 const Candidate& c) const;
   // Where a candidate of the parent lands in `rw`'s child (its ops mapped into `at`):
   // the rewrite removed some of its ops, it is found afresh (anchored near the change),
-  // it is carried over but priced again (its footprint, or without one the fused-step
-  // `slack`, reaches the change), or carried as is.
-  enum class Carried { kRemoved, kNear, kInSlack, kFar };
-  Carried carried(const rule_detail::Rewritten& rw, const Candidate& c, int slack, std::vector<int>* at) const;
-  // Whether every one of `cands` has its footprint recorded.
-  static bool have_footprints(const std::vector<Candidate>& cands);
+  // it is carried over but priced again (the rewrite changed an op of its footprint), or
+  // carried as is.
+  enum class Carried { kRemoved, kNear, kRepriced, kFar };
+  Carried carried(const rule_detail::Rewritten& rw, const Candidate& c, std::vector<int>* at) const;
   // A carried-over candidate's footprint, as ids of `rw`'s child (sorted).
   static std::vector<int> moved_footprint(const rule_detail::Rewritten& rw, const Candidate& c);
   // The valid binding of the ops `key` (sorted) a full enumeration keeps, with its cost
@@ -177,13 +172,9 @@ class RuleSet {
   // it, or a producer of its inputs, lies in the region (successor.cc): its source size.
   int near_radius(int rule_id) const;
   int max_near_radius() const;
-  // How much farther than a match's ops its cost delta reads (successor.cc).
-  static int fused_step_slack(const rule_detail::GraphFacts& facts);
   // The facts of `graph` under `model`: `current`'s where they are that graph's, else built.
   static std::shared_ptr<const rule_detail::GraphFacts> facts_of(const Graph& graph, const CostModel& model,
                                                                  const Enumeration& current);
-  std::vector<Successor> successors(const rule_detail::GraphFacts& parent, const CostModel& model,
-                                    const std::vector<Candidate>& cands, const std::vector<int>& which) const;
   // Throws ValueError unless every candidate is of a rule of this set, at ops of `graph`.
   void check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const;
   // The cost delta (units) of `location` in the graph of `facts` (with `footprint`, and
