@@ -82,3 +82,5 @@ def test_successors_are_real_work_and_refuse_a_bad_index():
         successors(enum, [len(enum.candidates)])
     with real_work.forbidden("a test"), pytest.raises(real_work.RealWorkForbiddenError):
         successors(enum, [0])
+    with pytest.raises(TypeError, match="Enumeration"):
+        successors(enum.graph, [0])

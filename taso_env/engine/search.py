@@ -88,8 +88,12 @@ def successors(enum: Enumeration, which) -> list[Successor]:
     footprint; see taso_env/csrc/engine/successor.cc for what that can miss).
 
     Raises:
+        TypeError: `enum` is not an Enumeration (`enumeration(graph)` or a `step`'s).
         IndexError: an index is not one of `enum.candidates`.
     """
+    if not isinstance(enum, Enumeration):
+        raise TypeError(f"successors() looks ahead of an Enumeration (search.enumeration(graph) or a step's), "
+                        f"not a {type(enum).__name__}")
     which = [int(k) for k in which]
     real_work.record("successors", len(which))
     raw = enum._rules.core.successors(enum.graph._core, enum._model, enum._core, which)
