@@ -21,8 +21,9 @@ i.e. its immediate reward r(c) exactly. Learned terms (M and the controller C):
 Then the real engine looks one rewrite further for two sets of candidates — c's score
 gains gamma * max(0, best immediate score in c's successor), the successor scored by
 `taso_env.engine.search.successors` (only its matches near the rewrite enumerated):
-  - the `expand` best-scored candidates, of which only the best and its rivals (improving
-    rewrites of some of its ops: `rivals_only`);
+  - while some rewrite saves runtime, none by default (`improving_lookahead`); optionally
+    the best-scored and its rivals (improving rewrites of some of its ops), or the
+    `expand` best; exploring, the `expand` best;
   - at a local optimum of the real rewards (no rewrite saves runtime;
     `detours_at_optimum_only`), detours: the non-improving locations
     (`detour_locations`, smallest loss first) of the `detour_rules` rules with the
@@ -51,9 +52,9 @@ rule): the location is chosen by the real rewards — this scoring, not a separa
 `value_weight` is 0 by default: the value C learned in the dream, added to the scores,
 made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
 1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
-two-step proposal. While some rewrite saves runtime the agent takes, of the improving
-ones, the best by its reward and its successor's (`expand`, `rivals_only`); V and M are
-not run then.
+two-step proposal. While some rewrite saves runtime the agent takes the best improving
+one (`improving_lookahead` can have it weigh their successors too); V and M are not run
+then.
 The lookahead's engine calls (k + detours successors per step, and a step of the env's
 enumeration and a successor per followed detour) are real work at optimisation time,
 counted in the real-work ledger, never in training.
@@ -74,6 +75,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from controller.policy import Controller
+from taso_env.errors import ConfigError
 from taso_env.engine.search import step, successors
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
 
@@ -104,6 +106,9 @@ def _non_improving(rule: int, rule_of: np.ndarray, rewards: np.ndarray, limit: i
     return [int(i) for i in locs[np.argsort(-rewards[locs], kind="stable")][:limit]]
 
 
+IMPROVING_LOOKAHEADS = ("none", "rivals", "best")
+
+
 @dataclass(frozen=True)
 class LookaheadConfig:
     """How learned values and real immediate rewards combine (see the module docstring).
@@ -118,15 +123,21 @@ class LookaheadConfig:
             three-step valleys (commute, associate, fold two Muls) save 0.18% each and
             are not taken at 0.1; nor is nasrnn's reordering of its merges (2.057x
             instead of greedy's 1.985x; docs/learned_agents.md, twelfth session).
-        expand: best-scored candidates looked at one real rewrite further (0 = none).
-        rivals_only: of those, only the best and the improving rewrites of some of its ops
-            (none where it has no such rival). A rewrite of other ops is still there once
-            the best is taken, and its reward is smaller, so looking further mostly
-            cannot make it win; a rival the best would destroy can (inception_v3's
-            two-way convolution merge, then another, over the three-way one: 1.2205x
-            where greedy's choice ends at 1.2193x). Same graphs as all `expand` on run
-            s12's eleven evaluation graphs, looking at 55-85% fewer successors on the
-            ones whose rewrites do not compete (fourteenth session).
+        expand: how many best-scored candidates are looked at one real rewrite further
+            where `improving_lookahead` (or exploring) asks for them (0 = none).
+        improving_lookahead: what is looked at further while some rewrite saves runtime
+            (not exploring): "none" (the best improving rewrite is taken), "rivals" (of
+            the `expand` best, only the best and the improving rewrites of some of its
+            ops, none where it has no such rival: a rewrite of other ops is still there
+            once the best is taken, so mostly only a rival the best would destroy can
+            win by its successor) or "best" (the `expand` best). "none" since the
+            seventeenth session: on the H100 table measured with pinned GEMMs "rivals"
+            gave the same graph as "none" on all 46 graphs tried (every builder of the
+            evaluation and every shipped ONNX model) and cost 5-55% more time (nasrnn
+            0.77 s against 0.34 s, bert_base 0.52 against 0.38; docs/learned_agents.md,
+            seventeenth session). On the fourteenth session's table "rivals" was worth
+            it on inception_v3 (a two-way convolution merge, then another, over the
+            three-way one: 1.2205x where greedy's choice ends at 1.2193x).
         detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
             8 (6 before the tenth session): M ranks squeezenet1_1's enlargement 7th.
@@ -178,7 +189,7 @@ class LookaheadConfig:
     step_cost: float = 0.02
     detour_cost: float = 0.05
     expand: int = 4
-    rivals_only: bool = True
+    improving_lookahead: str = "none"
     detour_rules: int = 8
     detour_locations: int = 4
     value_weight: float = 0.0
@@ -190,6 +201,11 @@ class LookaheadConfig:
     repeat_detours: int = 16
     repeat_locations: int = 1
     temperature: float = 0.5
+
+    def __post_init__(self):
+        if self.improving_lookahead not in IMPROVING_LOOKAHEADS:
+            raise ConfigError(f"improving_lookahead must be one of {IMPROVING_LOOKAHEADS}, "
+                              f"got {self.improving_lookahead!r}")
 
 
 class ControllerAgent:
@@ -312,16 +328,17 @@ class ControllerAgent:
         return actions, score
 
     def _rivals(self, ranked: np.ndarray, cands: list, rewards: np.ndarray) -> list[int]:
-        """The candidates worth a look one rewrite further (the `expand` best-scored of
-        `ranked`); with `rivals_only`, only the best and the improving rewrites of some of its
-        ops (none when it has no rival): a rewrite of other ops is still there after the
-        best is taken and scores below it however far one looks (rewards add up, discounted),
-        so only a rival that the best would destroy can win by its successor."""
+        """The candidates worth a look one rewrite further while some rewrite saves runtime
+        (`improving_lookahead`; exploring, the `expand` best-scored of `ranked`)."""
         la = self.lookahead
-        picks = list(ranked[:la.expand])
-        if not la.rivals_only or self.explore or not picks:
-            return picks
-        ops = set(cands[picks[0]].location)
+        if self.explore or la.improving_lookahead == "best":
+            return list(ranked[:la.expand])
+        if la.improving_lookahead == "none" or la.expand <= 0 or not len(ranked):
+            return []
+        # "rivals": a rewrite of other ops is still there after the best is taken and scores
+        # below it however far one looks (rewards add up, discounted), so only a rival that
+        # the best would destroy can win by its successor
+        ops = set(cands[ranked[0]].location)
         rivals = [k for k in ranked if rewards[k] > 0 and not ops.isdisjoint(cands[k].location)][:la.expand]
         return rivals if len(rivals) > 1 else []
 

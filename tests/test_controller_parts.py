@@ -317,24 +317,32 @@ def test_the_next_repeated_valley_is_looked_for_one_block_period_on():
     assert _block_period([5]) == 0 and _block_period([]) == 0
 
 
-def test_only_rivals_of_the_best_rewrite_are_looked_at_further():
-    """While rewrites save runtime the agent looks one rewrite further only at the best and
-    the improving rewrites sharing some of its ops: nothing when the best has no rival,
-    and every one of the best-scored when `rivals_only` is off (or exploring)."""
+def test_what_is_looked_at_further_while_rewrites_save_runtime():
+    """While rewrites save runtime the agent by default takes the best one without looking
+    further; "rivals" looks at the best and the improving rewrites sharing some of its ops
+    (nothing when the best has no rival); "best" and exploring look at the `expand`
+    best-scored. An unknown setting is a ConfigError."""
     from controller.agent import ControllerAgent, LookaheadConfig
     from taso_env.engine.search import Candidate
+    from taso_env.errors import ConfigError
 
     agent = ControllerAgent.__new__(ControllerAgent)
     agent.explore = False
-    agent.lookahead = LookaheadConfig(expand=3)
     cands = [Candidate(0, (1, 2), -3.0), Candidate(1, (2, 3), -2.0), Candidate(2, (7, 8), -1.0),
              Candidate(3, (1, 9), 0.5)]
     rewards = np.array([3.0, 2.0, 1.0, -0.5])
     ranked = np.arange(4)
+    agent.lookahead = LookaheadConfig(expand=3)
+    assert agent._rivals(ranked, cands, rewards) == []
+    agent.lookahead = LookaheadConfig(expand=3, improving_lookahead="rivals")
     assert agent._rivals(ranked, cands, rewards) == [0, 1]  # not 2 (other ops) nor 3 (no saving)
     assert agent._rivals(np.array([2, 0, 1, 3]), cands, rewards) == []  # the best, 2, has no rival
-    agent.lookahead = LookaheadConfig(expand=3, rivals_only=False)
+    agent.lookahead = LookaheadConfig(expand=3, improving_lookahead="best")
     assert agent._rivals(ranked, cands, rewards) == [0, 1, 2]
+    agent.lookahead, agent.explore = LookaheadConfig(expand=3), True
+    assert agent._rivals(ranked, cands, rewards) == [0, 1, 2]
+    with pytest.raises(ConfigError, match="improving_lookahead"):
+        LookaheadConfig(improving_lookahead="all")
 
 
 def test_an_agent_is_timed_with_what_is_alive_frozen_out_of_the_collector_and_thawed_after():

@@ -199,6 +199,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
         first.clear();
         for (int id : near_by_type[static_cast<int>(rule.source[rule.order[0]].type)])
           if ((*near)[id] <= near_radius(r)) first.push_back(id);
+        if (first.empty()) continue;  // no anchor within reach: nothing to search (nor to share with the group)
         anchors = &first;
       }
       search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); }, anchors);
