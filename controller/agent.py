@@ -75,8 +75,8 @@ import sonnet as snt
 import tensorflow as tf
 
 from controller.policy import Controller
-from taso_env.errors import ConfigError
 from taso_env.engine.search import step, successors
+from taso_env.errors import ConfigError
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
 
 
