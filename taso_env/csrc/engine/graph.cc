@@ -106,13 +106,13 @@ std::vector<std::vector<std::vector<std::pair<int, int>>>> Graph::consumers() co
 }
 
 std::vector<int> Graph::topological_order() const {
-  std::vector<std::vector<int>> deps(ops_.size());
-  std::vector<std::string> names(ops_.size());
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    names[i] = ops_[i].name;
-    for (const TensorRef& r : ops_[i].inputs) deps[i].push_back(r.op);
+  std::vector<int> dep_start{0}, deps;
+  dep_start.reserve(ops_.size() + 1);
+  for (const Op& op : ops_) {
+    for (const TensorRef& r : op.inputs) deps.push_back(r.op);
+    dep_start.push_back(static_cast<int>(deps.size()));
   }
-  return topological_sort(deps, names);
+  return topological_sort(dep_start, deps, [&](int i) { return ops_[i].name; });
 }
 
 OpWork Graph::op_work(int id) const {
@@ -123,23 +123,28 @@ OpWork Graph::op_work(int id) const {
   return compute_op_work(o, in);
 }
 
-std::vector<int> topological_sort(const std::vector<std::vector<int>>& deps,
-                                  const std::vector<std::string>& names) {
-  size_t n = deps.size();
+std::vector<int> topological_sort(const std::vector<int>& dep_start, const std::vector<int>& deps,
+                                  const std::function<std::string(int)>& name_of) {
+  const int n = static_cast<int>(dep_start.size()) - 1;
   std::vector<int> indegree(n, 0);
-  std::vector<std::vector<int>> users(n);
-  for (size_t i = 0; i < n; ++i)
-    for (int d : deps[i]) {
-      if (d < 0 || static_cast<size_t>(d) >= n)
-        throw GraphError("op '" + (i < names.size() ? names[i] : std::to_string(i)) +
-                         "' depends on op " + std::to_string(d) + ", which does not exist");
-      users[d].push_back(static_cast<int>(i));
+  std::vector<int> user_start(n + 1, 0);  // flat readers: users[user_start[d] .. user_start[d + 1]]
+  for (int i = 0; i < n; ++i)
+    for (int k = dep_start[i]; k < dep_start[i + 1]; ++k) {
+      const int d = deps[k];
+      if (d < 0 || d >= n)
+        throw GraphError("op '" + name_of(i) + "' depends on op " + std::to_string(d) + ", which does not exist");
+      ++user_start[d + 1];
       ++indegree[i];
     }
+  for (int i = 0; i < n; ++i) user_start[i + 1] += user_start[i];
+  std::vector<int> users(user_start[n]);
+  std::vector<int> fill(user_start.begin(), user_start.end() - 1);
+  for (int i = 0; i < n; ++i)
+    for (int k = dep_start[i]; k < dep_start[i + 1]; ++k) users[fill[deps[k]]++] = i;
   // A min-heap on the index keeps the given order wherever it is already valid.
   std::vector<int> ready;
-  for (size_t i = 0; i < n; ++i)
-    if (indegree[i] == 0) ready.push_back(static_cast<int>(i));
+  for (int i = 0; i < n; ++i)
+    if (indegree[i] == 0) ready.push_back(i);
   std::make_heap(ready.begin(), ready.end(), std::greater<int>());
   std::vector<int> order;
   order.reserve(n);
@@ -148,23 +153,34 @@ std::vector<int> topological_sort(const std::vector<std::vector<int>>& deps,
     int i = ready.back();
     ready.pop_back();
     order.push_back(i);
-    for (int u : users[i])
-      if (--indegree[u] == 0) {
-        ready.push_back(u);
+    for (int k = user_start[i]; k < user_start[i + 1]; ++k)
+      if (--indegree[users[k]] == 0) {
+        ready.push_back(users[k]);
         std::push_heap(ready.begin(), ready.end(), std::greater<int>());
       }
   }
-  if (order.size() != n) {
+  if (static_cast<int>(order.size()) != n) {
     std::string on_cycle;
     int listed = 0;
-    for (size_t i = 0; i < n && listed < 8; ++i)
+    for (int i = 0; i < n && listed < 8; ++i)
       if (indegree[i] > 0) {
-        on_cycle += (listed ? ", '" : "'") + (i < names.size() ? names[i] : std::to_string(i)) + "'";
+        on_cycle += (listed ? ", '" : "'") + name_of(i) + "'";
         ++listed;
       }
     throw CycleError("the graph has a cycle through ops " + on_cycle);
   }
   return order;
+}
+
+std::vector<int> topological_sort(const std::vector<std::vector<int>>& deps, const std::vector<std::string>& names) {
+  std::vector<int> dep_start{0}, flat;
+  for (const auto& d : deps) {
+    flat.insert(flat.end(), d.begin(), d.end());
+    dep_start.push_back(static_cast<int>(flat.size()));
+  }
+  return topological_sort(dep_start, flat, [&](int i) {
+    return static_cast<size_t>(i) < names.size() ? names[i] : std::to_string(i);
+  });
 }
 
 }  // namespace taso

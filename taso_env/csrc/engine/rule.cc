@@ -286,48 +286,50 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
     return it == replaced.end() ? std::make_pair(t.op, t.index) : it->second;
   };
   int total = n + static_cast<int>(plan.ops.size());
-  std::vector<std::vector<std::pair<int, int>>> node_inputs(total);
-  std::vector<char> exists(total, 0);
-  std::vector<std::string> names(total);
+  // Existing nodes in id order (old ops, then the target's), with flat inputs:
+  // node k reads (node, index) pairs inputs[start[k] .. start[k + 1]].
+  std::vector<int> nodes, index_of(total, -1), start{0};
+  std::vector<std::pair<int, int>> inputs;
+  nodes.reserve(total);
+  start.reserve(total + 1);
+  inputs.reserve(graph.num_ops() * 2);
+  auto add_node = [&](int node) {
+    index_of[node] = static_cast<int>(nodes.size());
+    nodes.push_back(node);
+    start.push_back(static_cast<int>(inputs.size()));
+  };
   for (int i = 0; i < n; ++i) {
     if (removed[i]) continue;
-    exists[i] = 1;
-    names[i] = graph.op(i).name;
-    for (const TensorRef& t : graph.op(i).inputs) node_inputs[i].push_back(resolve(t));
+    for (const TensorRef& t : graph.op(i).inputs) inputs.push_back(resolve(t));
+    add_node(i);
   }
   for (size_t i = 0; i < plan.ops.size(); ++i) {
     if (!plan.ops[i].present) continue;
-    exists[n + i] = 1;
-    names[n + i] = plan.ops[i].op.name;
-    for (const Ref& r : plan.ops[i].inputs) node_inputs[n + i].push_back(target_node(r));
+    for (const Ref& r : plan.ops[i].inputs) inputs.push_back(target_node(r));
+    add_node(n + static_cast<int>(i));
   }
+  auto name_of = [&](int k) { return nodes[k] < n ? graph.op(nodes[k]).name : plan.ops[nodes[k] - n].op.name; };
   // Topological order over existing nodes (old order kept where possible).
-  std::vector<int> nodes;
-  std::vector<int> index_of(total, -1);
-  for (int i = 0; i < total; ++i)
-    if (exists[i]) {
-      index_of[i] = static_cast<int>(nodes.size());
-      nodes.push_back(i);
-    }
-  std::vector<std::vector<int>> deps(nodes.size());
-  std::vector<std::string> dep_names(nodes.size());
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    dep_names[k] = names[nodes[k]];
-    for (const auto& in : node_inputs[nodes[k]]) {
-      if (index_of[in.first] < 0) throw GraphError("rule '" + rule.spec.name + "' left a dangling reference");
-      deps[k].push_back(index_of[in.first]);
-    }
+  std::vector<int> deps(inputs.size());
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    deps[j] = index_of[inputs[j].first];
+    if (deps[j] < 0) throw GraphError("rule '" + rule.spec.name + "' left a dangling reference");
   }
-  std::vector<int> order = topological_sort(deps, dep_names);
+  std::vector<int> order = topological_sort(start, deps, name_of);
   std::vector<int> new_id(total, -1);
   Graph out;
+  out.reserve(static_cast<int>(nodes.size()));
   for (int k : order) {
     int node = nodes[k];
-    Op op = node < n ? graph.op(node) : plan.ops[node - n].op;
-    if (node >= n) op.name = rule.spec.name + "." + rule.spec.target.ops[node - n].name + "." +
-                             std::to_string(out.num_ops());
-    op.inputs.clear();
-    for (const auto& in : node_inputs[node]) op.inputs.push_back({new_id[in.first], in.second});
+    const Op& from = node < n ? graph.op(node) : plan.ops[node - n].op;
+    Op op;  // a copy of all but the inputs
+    op.type = from.type;
+    op.name = node < n ? from.name
+                       : rule.spec.name + "." + rule.spec.target.ops[node - n].name + "." + std::to_string(out.num_ops());
+    op.attrs = from.attrs;
+    op.outputs = from.outputs;
+    op.inputs.reserve(start[k + 1] - start[k]);
+    for (int j = start[k]; j < start[k + 1]; ++j) op.inputs.push_back({new_id[inputs[j].first], inputs[j].second});
     new_id[node] = out.add_typed_op(std::move(op));
   }
   for (size_t i = 0; i < graph.outputs().size(); ++i) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,8 @@ class Graph {
   // Appends an op whose output types the caller has already inferred (rule
   // application); only its input references are checked. Returns its id.
   int add_typed_op(Op op);
+  // Room for `n` ops (a graph about to be built op by op).
+  void reserve(int n) { ops_.reserve(n); }
   // Marks a tensor as a graph output with the given (unique) name.
   void add_output(const TensorRef& tensor, const std::string& name);
 
@@ -83,5 +86,9 @@ OpWork compute_op_work(const Op& op, const std::vector<TensorType>& input_types)
 // Throws CycleError naming the ops on a cycle. Ties keep the given order.
 std::vector<int> topological_sort(const std::vector<std::vector<int>>& deps,
                                   const std::vector<std::string>& names);
+// The same over flat dependencies (op i reads deps[dep_start[i] .. dep_start[i + 1]]),
+// naming ops (in errors only) through `name_of`.
+std::vector<int> topological_sort(const std::vector<int>& dep_start, const std::vector<int>& deps,
+                                  const std::function<std::string(int)>& name_of);
 
 }  // namespace taso
