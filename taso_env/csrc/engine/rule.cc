@@ -3,6 +3,7 @@
 // rule_match.cc; the compiled form of a rule is in rule_internal.h.
 #include <cstdio>
 #include <functional>
+#include <unordered_map>
 
 #include "rule_internal.h"
 
@@ -183,7 +184,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       if (!present[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
     std::sort(ids.begin(), ids.end());
   }
-  std::vector<int> first;
+  std::unordered_map<int, std::vector<int>> near_anchors;  // (type, reach) -> anchors
   std::vector<Candidate> out;
   std::set<std::vector<int>> seen;
   std::map<int, std::vector<Match>> group_matches;  // source-pattern group -> its matches
@@ -195,12 +196,14 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       std::vector<Match> found_all;
       Match m = empty_match(rule);
       const std::vector<int>* anchors = nullptr;
-      if (near) {
-        first.clear();
-        for (int id : near_by_type[static_cast<int>(rule.source[rule.order[0]].type)])
-          if ((*near)[id] <= near_radius(r)) first.push_back(id);
-        if (first.empty()) continue;  // no anchor within reach: nothing to search (nor to share with the group)
-        anchors = &first;
+      if (near) {  // the ops of the anchor's type within the rule's reach (listed once per type and reach)
+        const int type = static_cast<int>(rule.source[rule.order[0]].type), radius = near_radius(r);
+        auto [at, fresh] = near_anchors.try_emplace(type * (max_near_radius_ + 1) + radius);
+        if (fresh)
+          for (int id : near_by_type[type])
+            if ((*near)[id] <= radius) at->second.push_back(id);
+        if (at->second.empty()) continue;  // no anchor within reach: nothing to search (nor to share with the group)
+        anchors = &at->second;
       }
       search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); }, anchors);
       group = group_matches.emplace(match_group_[r], std::move(found_all)).first;

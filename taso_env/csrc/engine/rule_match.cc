@@ -33,6 +33,11 @@ bool match_attrs(const Compiled& rule, const PatternOp& p, const Op& op, Binding
   for (const auto& kv : p.attrs) {
     auto ints = op.attrs.ints.find(kv.first);
     if (ints != op.attrs.ints.end()) {
+      if (kv.second.kind == Expr::kWildcard) continue;
+      if (kv.second.kind == Expr::kInts) {  // a literal: compared as is, no copy of the value
+        if (ints->second != kv.second.ints) return false;
+        continue;
+      }
       if (!match_value(kv.second, Value::of_ints(ints->second), values)) return false;
       continue;
     }
@@ -84,15 +89,21 @@ bool bind_op(const Compiled& rule, const GraphFacts& f, int p, int id, Match& m)
   return match_attrs(rule, rule.spec.source.ops[p], op, m.values);
 }
 
-// Graph ops that could match pattern op `p` given what is matched so far.
-std::vector<int> op_choices(const Compiled& rule, const GraphFacts& f, int p, const Match& m) {
+// Graph ops that could match pattern op `p` given what is matched so far: a pointer to
+// a list of the graph's facts, or `buffer` filled.
+const std::vector<int>* op_choices(const Compiled& rule, const GraphFacts& f, int p, const Match& m,
+                                   std::vector<int>& buffer) {
+  buffer.clear();
   // The producer of a matched op's input.
   for (size_t q = 0; q < rule.source.size(); ++q) {
     if (m.ops[q] < 0) continue;
     const Op& other = f.graph.op(m.ops[q]);
     const auto& ins = rule.source[q].inputs;
     for (size_t slot = 0; slot < ins.size() && slot < other.inputs.size(); ++slot)
-      if (!ins[slot].is_var && ins[slot].op == p) return {other.inputs[slot].op};
+      if (!ins[slot].is_var && ins[slot].op == p) {
+        buffer.push_back(other.inputs[slot].op);
+        return &buffer;
+      }
   }
   // A consumer of a bound tensor.
   const auto& ins = rule.source[p].inputs;
@@ -101,12 +112,11 @@ std::vector<int> op_choices(const Compiled& rule, const GraphFacts& f, int p, co
     if (ins[slot].is_var) t = m.vars[ins[slot].var];
     else if (m.ops[ins[slot].op] >= 0) t = {m.ops[ins[slot].op], ins[slot].index};
     if (t.op < 0) continue;
-    std::vector<int> out;
     for (const auto& [consumer, cslot] : f.consumers[t.op][t.index])
-      if (cslot == static_cast<int>(slot)) out.push_back(consumer);
-    return out;
+      if (cslot == static_cast<int>(slot)) buffer.push_back(consumer);
+    return &buffer;
   }
-  return f.ops_by_type[static_cast<int>(rule.source[p].type)];
+  return &f.ops_by_type[static_cast<int>(rule.source[p].type)];
 }
 
 void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Match& m,
@@ -117,13 +127,19 @@ void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Matc
     return;
   }
   int p = rule.order[step];
-  std::vector<int> choices = fixed                   ? std::vector<int>{(*fixed)[p]}
-                             : step == 0 && first ? *first
-                                                  : op_choices(rule, f, p, m);
-  for (int id : choices) {
+  std::vector<int> buffer;
+  const std::vector<int>* choices = nullptr;
+  if (fixed) {
+    buffer.push_back((*fixed)[p]);
+    choices = &buffer;
+  } else {
+    choices = step == 0 && first ? first : op_choices(rule, f, p, m, buffer);
+  }
+  Match next;  // one copy of the match per call, assigned again (its storage reused) per choice
+  for (int id : *choices) {
     if (id < 0 || id >= f.graph.num_ops()) continue;
     if (f.graph.ops()[id].type != rule.source[p].type) continue;  // cheap test before copying the match
-    Match next = m;
+    next = m;
     if (bind_op(rule, f, p, id, next)) search_matches(rule, f, step + 1, next, fixed, found);
   }
 }
