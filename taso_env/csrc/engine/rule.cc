@@ -187,14 +187,14 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
   std::unordered_map<int, std::vector<int>> near_anchors;  // (type, reach) -> anchors
   std::vector<Candidate> out;
   std::set<std::vector<int>> seen;
-  std::map<int, std::vector<Match>> group_matches;  // source-pattern group -> its matches
+  std::vector<char> searched(rules_.size(), 0);     // per source-pattern group (its first rule id)
+  std::map<int, std::vector<Match>> group_matches;  // the groups searched that have matches -> those
   for (int r : ids) {
     const Compiled& rule = *rules_[r];
     seen.clear();
-    auto group = group_matches.find(match_group_[r]);
-    if (group == group_matches.end()) {
-      std::vector<Match> found_all;
-      Match m = empty_match(rule);
+    const int g = match_group_[r];
+    if (!searched[g]) {
+      searched[g] = 1;
       const std::vector<int>* anchors = nullptr;
       if (near) {  // the ops of the anchor's type within the rule's reach (listed once per type and reach)
         const int type = static_cast<int>(rule.source[rule.order[0]].type), radius = near_radius(r);
@@ -202,12 +202,16 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
         if (fresh)
           for (int id : near_by_type[type])
             if ((*near)[id] <= radius) at->second.push_back(id);
-        if (at->second.empty()) continue;  // no anchor within reach: nothing to search (nor to share with the group)
+        if (at->second.empty()) continue;  // no anchor within reach: nothing to search
         anchors = &at->second;
       }
+      std::vector<Match> found_all;
+      Match m = empty_match(rule);
       search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); }, anchors);
-      group = group_matches.emplace(match_group_[r], std::move(found_all)).first;
+      if (!found_all.empty()) group_matches.emplace(g, std::move(found_all));
     }
+    auto group = group_matches.find(g);
+    if (group == group_matches.end()) continue;
     for (const Match& found : group->second) {
       std::vector<int> key = found.ops;
       std::sort(key.begin(), key.end());

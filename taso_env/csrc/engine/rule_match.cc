@@ -5,6 +5,8 @@
 // of a bound tensor), so it touches only the neighbourhood of each anchor op. A match
 // is offered only if replacing it is sound: internal tensors are not used elsewhere,
 // the target builds with the same output types, and no cycle is created.
+#include <deque>
+
 #include "rule_internal.h"
 
 namespace taso {
@@ -119,6 +121,31 @@ const std::vector<int>* op_choices(const Compiled& rule, const GraphFacts& f, in
   return &f.ops_by_type[static_cast<int>(rule.source[p].type)];
 }
 
+namespace {
+
+// Storage search_matches reuses from call to call: one choice list and one match per
+// level of nesting (a level counts every active call, so a search started from inside
+// another's callback gets levels of its own). Deques: growing keeps references valid.
+struct SearchScratch {
+  std::deque<std::vector<int>> choices;
+  std::deque<Match> matches;
+  size_t level = 0;
+};
+thread_local SearchScratch search_scratch;
+
+struct ScratchLevel {  // the calling search's level, released however the call ends
+  size_t at;
+  ScratchLevel() : at(search_scratch.level++) {
+    if (search_scratch.choices.size() <= at) {
+      search_scratch.choices.emplace_back();
+      search_scratch.matches.emplace_back();
+    }
+  }
+  ~ScratchLevel() { --search_scratch.level; }
+};
+
+}  // namespace
+
 void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Match& m,
                     const std::vector<int>* fixed, const std::function<void(const Match&)>& found,
                     const std::vector<int>* first) {
@@ -127,15 +154,16 @@ void search_matches(const Compiled& rule, const GraphFacts& f, size_t step, Matc
     return;
   }
   int p = rule.order[step];
-  std::vector<int> buffer;
+  ScratchLevel level;
+  std::vector<int>& buffer = search_scratch.choices[level.at];
   const std::vector<int>* choices = nullptr;
   if (fixed) {
-    buffer.push_back((*fixed)[p]);
+    buffer.assign(1, (*fixed)[p]);
     choices = &buffer;
   } else {
     choices = step == 0 && first ? first : op_choices(rule, f, p, m, buffer);
   }
-  Match next;  // one copy of the match per call, assigned again (its storage reused) per choice
+  Match& next = search_scratch.matches[level.at];  // assigned again (its storage reused) per choice
   for (int id : *choices) {
     if (id < 0 || id >= f.graph.num_ops()) continue;
     if (f.graph.ops()[id].type != rule.source[p].type) continue;  // cheap test before copying the match
