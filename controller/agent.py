@@ -56,7 +56,8 @@ two-step proposal. While some rewrite saves runtime the agent takes the best imp
 one (`improving_lookahead` can have it weigh their successors too); V and M are not run
 then.
 The lookahead's engine calls (k + detours successors per step, and a step of the env's
-enumeration and a successor per followed detour) are real work at optimisation time,
+enumeration and a successor per followed detour; the env keeps that step, and taking the
+detour reuses it) are real work at optimisation time,
 counted in the real-work ledger, never in training.
 With `explore` (collecting new real episodes in iterative training), actions are
 sampled from softmax(score / temperature) instead, and the detours of every rule are
@@ -75,7 +76,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from controller.policy import Controller
-from taso_env.engine.search import step, successors
+from taso_env.engine.search import successors
 from taso_env.errors import ConfigError
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
 
@@ -388,7 +389,8 @@ class ControllerAgent:
         sibling, which only then lets the ReLUs fold into the merged convolution's
         epilogue and the Concat of its Split away)."""
         env = self.env
-        child = step(env.enumeration(), env.candidate_index(*self._actions[detour]))
+        which = env.candidate_index(*self._actions[detour])
+        child = env.successor_enumeration(which)
         if not child.candidates:
             return 0.0
         k = int(np.argmin([c.cost_delta for c in child.candidates]))

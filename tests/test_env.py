@@ -46,6 +46,27 @@ def test_masks_match_candidates_and_stop_is_always_valid():
         assert info["location_mask"][r, :count].all()
 
 
+def test_a_looked_at_successor_is_built_once_and_reused_by_the_step_that_takes_it():
+    """`successor_enumeration(i)` is what `search.step` gives for candidate i; asked again,
+    or taken by `step`, it is not built again (one engine step in all), and the next graph
+    starts afresh."""
+    from taso_env.engine import real_work, search
+
+    env = GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=10)
+    _, info = env.reset(seed=0)
+    xfer = int(np.flatnonzero(info["xfer_mask"][:-1])[0])
+    which = env.candidate_index(xfer, 0)
+    fresh = search.step(env.enumeration(), which)
+    before = real_work.counts()
+    child = env.successor_enumeration(which)
+    assert env.successor_enumeration(which) is child
+    assert child.candidates == fresh.candidates and child.graph.hash() == fresh.graph.hash()
+    env.step(np.array([xfer, 0]))
+    assert env.graph is child.graph and env.enumeration() is child
+    assert real_work.since(before)["step"] == 1
+    assert env.successor_enumeration(0) is not env.successor_enumeration(1)
+
+
 def test_reward_is_the_runtime_change_relative_to_the_start():
     env = GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=10)
     _, info = env.reset(seed=0)

@@ -129,10 +129,13 @@ class GraphRewriteEnv(gymnasium.Env):
         """Makes `enum`'s graph the current one: its candidates grouped by rule (sorted by
         location), what an action indexes, and its costs."""
         self._enum, self.graph = enum, enum.graph
+        self._stepped: dict[int, search.Enumeration] = {}  # successor enumerations built so far
         self._cands = enum.candidates
-        self._by_rule: list[list[Candidate]] = [[] for _ in range(self.n_rules)]
-        self._index_by_rule: list[list[int]] = [[] for _ in range(self.n_rules)]
+        self._by_rule: dict[int, list[Candidate]] = {}  # rules with candidates only
+        self._index_by_rule: dict[int, list[int]] = {}
         for i, c in enumerate(self._cands):
+            if c.rule_id not in self._by_rule:
+                self._by_rule[c.rule_id], self._index_by_rule[c.rule_id] = [], []
             if len(self._by_rule[c.rule_id]) < self.config.max_locations:
                 self._by_rule[c.rule_id].append(c)
                 self._index_by_rule[c.rule_id].append(i)
@@ -148,6 +151,13 @@ class GraphRewriteEnv(gymnasium.Env):
         """The current graph's candidates, as `search.step` can carry through a rewrite."""
         return self._enum
 
+    def successor_enumeration(self, index: int) -> search.Enumeration:
+        """The enumeration that `enumeration().candidates[index]` leads to (`search.step`),
+        built once per graph: a look-ahead's successor is reused by the step that takes it."""
+        if index not in self._stepped:
+            self._stepped[index] = search.step(self._enum, index)
+        return self._stepped[index]
+
     def candidate_index(self, xfer: int, location: int) -> int:
         """Where candidate (xfer, location) is in `enumeration().candidates`."""
         return self._index_by_rule[xfer][location]
@@ -155,10 +165,9 @@ class GraphRewriteEnv(gymnasium.Env):
     def _masks(self) -> tuple[np.ndarray, np.ndarray]:
         xfer = np.zeros(self.n_rules + 1, bool)
         loc = np.zeros((self.n_rules + 1, self.config.max_locations), bool)
-        for r, cs in enumerate(self._by_rule):
-            if cs:
-                xfer[r] = True
-                loc[r, :len(cs)] = True
+        for r, cs in self._by_rule.items():
+            xfer[r] = True
+            loc[r, :len(cs)] = True
         xfer[self.n_rules] = True
         loc[self.n_rules, 0] = True
         return xfer, loc
@@ -176,7 +185,7 @@ class GraphRewriteEnv(gymnasium.Env):
 
     def candidates(self, xfer: int) -> list[Candidate]:
         """The candidates `location` indexes for rule `xfer` in the current graph."""
-        return list(self._by_rule[xfer]) if 0 <= xfer < self.n_rules else []
+        return list(self._by_rule.get(xfer, []))
 
     # -- gymnasium API -----------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -208,9 +217,9 @@ class GraphRewriteEnv(gymnasium.Env):
         truncated_reason = None
         if xfer == self.n_rules:
             reward, terminated, invalid = 0.0, True, False
-        elif 0 <= xfer < self.n_rules and 0 <= location < len(self._by_rule[xfer]):
+        elif 0 <= location < len(self._by_rule.get(xfer, [])):
             previous_cost = self._cost
-            after = search.step(self._enum, self._index_by_rule[xfer][location])
+            after = self.successor_enumeration(self._index_by_rule[xfer][location])
             n, e = features.graph_size(after.graph)
             if n > self.max_nodes or e > self.max_edges:
                 truncated_reason = "observation limit"
@@ -224,7 +233,7 @@ class GraphRewriteEnv(gymnasium.Env):
                 raise InvalidActionError(
                     f"action ({xfer}, {location}) is not valid: xfer must be a rule with candidates "
                     f"(0..{self.n_rules - 1}) or {self.n_rules} (stop), location < that rule's "
-                    f"{len(self._by_rule[xfer]) if 0 <= xfer < self.n_rules else 0} candidates")
+                    f"{len(self._by_rule.get(xfer, []))} candidates")
             reward, terminated, invalid = self.config.invalid_penalty, False, True
         truncated = truncated_reason is not None or (not terminated and self._step >= self.config.horizon)
         if truncated and truncated_reason is None:
