@@ -21,7 +21,8 @@ evaluation with the same out_dir keeps them and computes only the rest.
 Outputs (in `out_dir`, see controller.eval_report): results.md, results.json,
 results.csv, learning_curves.json, runtime.png, speedup.png, optimisation_time.png,
 quality_vs_real_steps.png, TensorBoard summaries under tb/, and every graph as ONNX
-under graphs/ (<graph>__original.onnx, <graph>__<agent>.onnx) for measuring elsewhere.
+under graphs/ (<graph>__original.onnx, <graph>__<agent>.onnx; <graph> is `graph_label`)
+for measuring elsewhere.
 """
 
 from __future__ import annotations
@@ -218,14 +219,15 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     loaded: dict[str, object] = {}  # learned agent -> its policy
     for spec in config.graphs:
         graph = load_graph(spec)
+        label = graph_label(spec, graph)
         source = graph.export_onnx()
         (out_dir / "graphs").mkdir(exist_ok=True)
-        graph.export_onnx(out_dir / "graphs" / f"{graph.name}__original.onnx")
+        graph.export_onnx(out_dir / "graphs" / f"{label}__original.onnx")
         feeds = random_feeds(graph, config.seed)
         measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
-            done = out_dir / "rows" / f"{graph.name}__{agent}.json"
-            key = _resume_key(config, run_dir, agent)
+            done = out_dir / "rows" / f"{label}__{agent}.json"
+            key = _resume_key(config, run_dir, agent, graph)
             if done.exists():  # a killed evaluation resumes: rows of the same settings and models are kept
                 saved = json.loads(done.read_text())
                 if saved.pop("resume_key", None) == key:
@@ -267,10 +269,10 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                 enumerations = real_work.enumerations(done_work)
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
-                raise OptimisedGraphMismatch(f"{agent} on {graph.name}: {report}")
-            best.export_onnx(out_dir / "graphs" / f"{graph.name}__{agent}.onnx")
+                raise OptimisedGraphMismatch(f"{agent} on {label}: {report}")
+            best.export_onnx(out_dir / "graphs" / f"{label}__{agent}.onnx")
             measured = backend.measure(best) if backend else None
-            rows.append(Row(graph=graph.name, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(),
+            rows.append(Row(graph=label, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(),
                             final_cost_ms=best.cost(), speedup=graph.cost() / best.cost(),
                             optimisation_s=seconds, model_load_s=load_s, steps=steps, best_step=best_step,
                             enumerations=enumerations,
@@ -284,15 +286,23 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     return rows
 
 
-def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str) -> str:
-    """What a saved row depends on: the settings (not which other graphs and agents run) and,
-    for a learned agent, its checkpoint."""
+def graph_label(spec: str, graph) -> str:
+    """A graph's name in an evaluation's rows and files: its name, with ".onnx" where it was
+    read from an ONNX file (a built-in network and an export of the same model share a
+    name, e.g. inception_v3, but not their ops)."""
+    return f"{graph.name}.onnx" if str(spec).lower().endswith(".onnx") else graph.name
+
+
+def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str, graph) -> str:
+    """What a saved row depends on: the settings (not which other graphs and agents run),
+    the graph itself (its structural hash) and, for a learned agent, its checkpoint."""
     checkpoint = None
     if run_dir is not None and agent in LEARNED:
         index = run_dir / agent / "checkpoint"
         checkpoint = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
     settings = {**asdict(config), "agents": None, "graphs": None}
-    return json.dumps({"config": settings, "agent": agent, "checkpoint": checkpoint}, sort_keys=True, default=str)
+    return json.dumps({"config": settings, "agent": agent, "checkpoint": checkpoint, "graph": graph.hash()},
+                      sort_keys=True, default=str)
 
 
 class _Measurer:

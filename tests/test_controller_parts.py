@@ -356,3 +356,26 @@ def test_an_agent_is_timed_with_what_is_alive_frozen_out_of_the_collector_and_th
             assert gc.get_freeze_count() > before
             raise RuntimeError("an agent failed mid-episode")
     assert gc.get_freeze_count() == 0  # thawed even when the timed block raised
+
+
+def test_an_evaluation_tells_a_builtin_network_from_an_export_of_the_same_name(tmp_path):
+    """The built-in inception_v3 and the shipped ONNX export share a name but not their ops:
+    each gets its own rows and files (the export's labelled with .onnx), and a saved row is
+    resumed only for the graph it was computed on."""
+    import json
+
+    from controller.evaluation import EvalConfig, evaluate
+
+    config = EvalConfig(graphs=("inception_v3", "data/models/inception_v3.onnx"), agents=("greedy",))
+    rows = evaluate(config, None, tmp_path)
+    assert [r.graph for r in rows] == ["inception_v3", "inception_v3.onnx"]
+    assert rows[0].initial_cost_ms != rows[1].initial_cost_ms
+    assert {p.name for p in (tmp_path / "graphs").iterdir()} == {
+        "inception_v3__original.onnx", "inception_v3__greedy.onnx",
+        "inception_v3.onnx__original.onnx", "inception_v3.onnx__greedy.onnx"}
+    assert evaluate(config, None, tmp_path) == rows  # resumed as saved
+    # a row saved for the other graph under this label is not taken for this one
+    saved = json.loads((tmp_path / "rows" / "inception_v3__greedy.json").read_text())
+    (tmp_path / "rows" / "inception_v3.onnx__greedy.json").write_text(json.dumps({**saved, "optimisation_s": -1.0}))
+    again = evaluate(config, None, tmp_path)
+    assert again[1].initial_cost_ms == rows[1].initial_cost_ms and again[1].optimisation_s >= 0
