@@ -209,6 +209,9 @@ cdef extern from "taso/rule.h" namespace "taso":
         unique_ptr[Graph] step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
                                Enumeration* next) except +raise_core_error
 
+    vector[double] enumeration_op_costs_ms "taso::RuleSet::op_costs_ms"(const Graph& graph, const CostModel& model,
+                                                                      const Enumeration& current) except +raise_core_error
+
 
 cdef extern from "taso/search.h" namespace "taso":
     cdef cppclass SearchResult:

@@ -88,6 +88,13 @@ cdef class CoreEnumeration:
         """[(rule_id, location tuple)]."""
         return [(c.rule_id, tuple(c.location)) for c in self.e.cycle_rejected]
 
+    def op_costs(self):
+        """Each op's estimated runtime (ms) in the graph enumerated, under the model it was
+        enumerated with (the same as the model's op_costs; read from the enumeration's
+        facts where the model prices fused steps)."""
+        return enumeration_op_costs_ms(deref((<CoreGraph> self.graph).g), deref((<CoreCostModel> self.model).cptr()),
+                                       self.e)
+
 
 cdef class CoreRuleSet:
     """Owns a C++ taso::RuleSet built from rule dicts (taso_env/rules/*.json)."""

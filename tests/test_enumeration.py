@@ -97,3 +97,17 @@ def test_the_env_offers_each_rules_candidates_sorted_by_location_after_every_ste
         obs, reward, terminated, truncated, info = env.step(np.array([xfer, rng.integers(len(env.candidates(xfer)))]))
         if terminated or truncated:
             break
+
+
+@pytest.mark.parametrize("cost_model", ["table:h100_fp32", "analytic:h100"])
+def test_an_enumeration_prices_its_graph_as_the_cost_model_does(cost_model):
+    """Along a greedy walk (steps carried, not enumerated whole), the op costs an
+    enumeration gives are exactly its cost model's, with fused steps or without."""
+    from taso_env.engine.cost_model import make_cost_model
+
+    model = make_cost_model(cost_model)
+    enum = enumeration(te.graphs.load(str(COVERAGE / "t5_small_encoder.onnx")), model=model)
+    for _ in range(12):
+        assert np.array_equal(enum.op_costs(), np.asarray(model.op_costs(enum.graph), dtype=np.float64))
+        best = min(range(len(enum.candidates)), key=lambda i: enum.candidates[i].cost_delta)
+        enum = step(enum, best)

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
+
 from taso_env import _core
 from taso_env import rules as rules_module
 from taso_env.engine import real_work
@@ -114,6 +116,12 @@ class Enumeration:
         self.graph = graph
         self.candidates = [Candidate(r, loc, d) for r, loc, d in core.candidates()]
         self._core, self._rules, self._model = core, rules, model
+
+    def op_costs(self) -> np.ndarray:
+        """Estimated runtime (ms) of every op of `graph` under the cost model it was
+        enumerated with: `graph.op_costs(model)`, read from what the enumeration already
+        priced where it can."""
+        return np.asarray(self._core.op_costs(), dtype=np.float64)
 
     def cycle_rejected(self) -> list[tuple[int, tuple[int, ...]]]:
         """(rule, location) of the bindings the enumeration rejected only because their

@@ -139,7 +139,7 @@ class GraphRewriteEnv(gymnasium.Env):
             if len(self._by_rule[c.rule_id]) < self.config.max_locations:
                 self._by_rule[c.rule_id].append(c)
                 self._index_by_rule[c.rule_id].append(i)
-        self._op_costs = self.graph.op_costs(self.cost_model)
+        self._op_costs = enum.op_costs()  # enumerated under self.cost_model
         self._cost = float(self._op_costs.sum())
 
     @property

@@ -85,6 +85,14 @@ Enumeration RuleSet::enumeration(const Graph& graph, const CostModel& model) con
   return out;
 }
 
+std::vector<double> RuleSet::op_costs_ms(const Graph& graph, const CostModel& model, const Enumeration& current) {
+  const GraphFacts* f = current.facts.get();
+  if (!f || &f->graph != &graph || f->model != &model || !model.runs_fused_steps()) return model.op_costs_ms(graph);
+  std::vector<double> costs(f->op_units.size());
+  for (size_t i = 0; i < costs.size(); ++i) costs[i] = static_cast<double>(f->op_units[i]) * kCostUnitMs;
+  return costs;
+}
+
 std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model, const Enumeration& current,
                                      int which, Enumeration* next) const {
   if (which < 0 || which >= static_cast<int>(current.candidates.size()))

@@ -130,6 +130,10 @@ class RuleSet {
   // The candidates of `graph` (as candidates() finds them, sorted by rule and location)
   // and its cycle-rejected bindings.
   Enumeration enumeration(const Graph& graph, const CostModel& model) const;
+  // What model.op_costs_ms(graph) gives, read from `current`'s facts where they hold it
+  // (`current` enumerated `graph` under `model`, a model with fused steps: every op priced
+  // in cost units there, exactly as op_costs_ms prices it), else computed by the model.
+  static std::vector<double> op_costs_ms(const Graph& graph, const CostModel& model, const Enumeration& current);
   // Applies current.candidates[which] to `graph` (whose enumeration `current` is) and
   // returns the graph it leads to; `next` becomes that graph's enumeration, equal to
   // enumeration(result, model), found by enumerating only near the rewritten ops.
