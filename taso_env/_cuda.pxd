@@ -77,6 +77,7 @@ cdef extern from "executor.h" namespace "taso::cuda":
         int fused_ops()
         const vector[int]& fused_into()
         const vector[int]& fused_kind()
+        const vector[int]& in_place_concats()
         const map[int, OpPlan]& conv_choices()
 
 

@@ -165,6 +165,11 @@ cdef class GpuExecutor:
         into, kind = self._get().fused_into(), self._get().fused_kind()
         return [(into[i], kinds[kind[i]]) if kind[i] else None for i in range(len(into))]
 
+    @property
+    def in_place_concats(self):
+        """The Concat op ids that run no kernel (their producers write into their slices)."""
+        return list(self._get().in_place_concats())
+
     def conv_choices(self):
         """{conv op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each
         convolution step runs (the executor's own choice where no plan forced one)."""

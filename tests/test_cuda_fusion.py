@@ -110,3 +110,23 @@ def test_the_table_prices_at_nothing_only_ops_the_executor_runs_in_another_ops_s
     assert free
     joined = [i for i in chained if any(step_of(r) == step_of(i) for r in readers[i])]
     assert len(joined) >= 0.9 * len(chained), f"{model}: {len(joined)} of {len(chained)} chained ops join their reader"
+
+
+@pytest.mark.parametrize("model", ["squeezenet1_1", "inception_v3", "coverage/googlenet", "densenet121",
+                                   "coverage/shufflenet_v2_x1_0", "coverage/maxvit_t"])
+def test_the_table_prices_at_nothing_exactly_the_concats_the_executor_runs_in_place(model, models_dir, monkeypatch):
+    """The in-place-Concat rule of taso/epilogue.h is the executor's: the run-time Concats
+    the table charges nothing for are those whose producers write into their slices, in
+    the export and in its greedy graph (rewrites that merge, enlarge and split)."""
+    from taso_env import shipped_data
+    from taso_env.engine.cost_model import TableCostModel
+
+    monkeypatch.setenv("RLFLOW_FUSE", "1")
+    table = TableCostModel(shipped_data.cost_tables()["h100_fp32"])
+    g = te.load_onnx(str(models_dir / f"{model}.onnx"))
+    for graph in (g, te.search(g, "greedy", model=table).graph):
+        constant = graph._core.structure()[1]
+        costs = table.op_costs(graph)
+        free = [i for i, op in enumerate(graph.ops) if op.type == "Concat" and not constant[i] and costs[i] == 0]
+        with cb.Executor(graph, opaque="host") as ex:
+            assert ex.in_place_concats == free, model

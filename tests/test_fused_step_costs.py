@@ -147,7 +147,8 @@ def test_a_transformer_is_priced_near_its_measured_runtime(models):
 
 @pytest.mark.parametrize("name", ["resnet18", "resnet50", "mobilenet_v3_large", "squeezenet1_1", "bert_base",
                                   "coverage/qwen2_small", "coverage/distilbert", "coverage/gpt2",
-                                  "coverage/t5_small_encoder", "coverage/bert_base_sdpa"])
+                                  "coverage/t5_small_encoder", "coverage/bert_base_sdpa", "coverage/googlenet",
+                                  "inception_v3"])
 def test_cost_deltas_stay_exact_where_rewrites_change_what_fuses(name, models, models_dir):
     """A rewrite can make a kept op start or stop running in an epilogue (a merged
     convolution's readers, a reader removed or added): the candidates' deltas must still
@@ -168,3 +169,27 @@ def test_cost_deltas_stay_exact_where_rewrites_change_what_fuses(name, models, m
             differ += abs(by_place[(c.rule_id, c.location)] - c.cost_delta) > 1e-9
         g = g.apply(rng.choice(cands))
     assert differ >= 5  # the walk did exercise rewrites whose cost the fusion changes
+
+
+def test_a_concat_its_producers_write_into_costs_nothing(models, models_dir):
+    """SqueezeNet's Fire modules: each expand branch (convolution + ReLU) is read only by
+    the channel Concat, so the executor writes it into its slice of the Concat's buffer
+    and the Concat runs no kernel; the table prices those Concats at nothing. Where a
+    branch is also read elsewhere (a graph output), the Concat is the copy it measures."""
+    fused, alone = models
+    g = te.load_onnx(str(models_dir / "squeezenet1_1.onnx"))
+    costs, alone_costs = fused.op_costs(g), alone.op_costs(g)
+    concats = [i for i, op in enumerate(g.ops) if op.type == "Concat"]
+    assert len(concats) == 8 and all(costs[i] == 0 and alone_costs[i] > 0 for i in concats)
+
+    def fire(branch_is_output: bool) -> float:  # the Concat's cost
+        b = te.GraphBuilder("fire", seed=0)
+        x = b.input("x", [1, 64, 27, 27])
+        left, right = b.relu(b.conv2d(x, 128, [1, 1])), b.relu(b.conv2d(x, 128, [3, 3], padding=[1, 1]))
+        b.output(b.concat([left, right], axis=1), "y")
+        if branch_is_output:
+            b.output(right, "branch")
+        graph = b.build()
+        return fused.op_costs(graph)[[op.type for op in graph.ops].index("Concat")]
+
+    assert fire(False) == 0 and fire(True) > 0

@@ -317,6 +317,13 @@ class Executor:
         return sorted(out)
 
     @property
+    def in_place_concats(self) -> list[int]:
+        """The Concat op ids that run no kernel: their producers write straight into their
+        slices of its buffer (the table cost model's in-place-Concat verdict prices them at
+        nothing, taso/epilogue.h)."""
+        return self._ex.in_place_concats
+
+    @property
     def fused_steps(self) -> list[tuple[int, str] | None]:
         """Per op: (the op whose step computes it, "conv" / "gemm" / "chain" / "view")
         where the executor runs it in another op's step (a view: in no step), else None;

@@ -3,6 +3,7 @@
 
 #include "taso/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -253,6 +254,30 @@ Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, 
   return Fused::kView;
 }
 
+bool is_alias(const Op& op, const TensorType& input) {
+  if (op.inputs.size() != 1) return false;
+  return op.type == OpType::kReshape || op.type == OpType::kFlatten || op.type == OpType::kIdentity ||
+         (op.type == OpType::kTranspose && moves_unit_dims_only(op, input));
+}
+
+bool runs_in_place(const Op& x, const std::vector<TensorType>& input_types, const std::vector<ConcatFeed>& inputs) {
+  constexpr size_t kSliceAlign = 256;  // the executor's buffer alignment (executor.cc, kAlign)
+  if (x.type != OpType::kConcat || x.outputs.size() != 1 || inputs.size() != input_types.size()) return false;
+  const auto& shape = x.outputs[0].shape;
+  const size_t axis = static_cast<size_t>(x.attrs.get_int("axis"));
+  if (axis >= shape.size() || !std::all_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d == 1; }))
+    return false;
+  size_t at = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const ConcatFeed& p = inputs[k];
+    if (!p.op || is_source_op(p.op->type) || p.op->type == OpType::kSplit || p.op->outputs.size() != 1 ||
+        p.constant || p.alias || p.view || p.uses != 1 || p.graph_output || at % kSliceAlign)
+      return false;
+    at += static_cast<size_t>(input_types[k].num_elements()) * 4;
+  }
+  return true;
+}
+
 int64_t fused_step_units(char kind, int64_t alone_units) {
   if (!kind) return alone_units;
   return static_cast<Fused>(kind) == Fused::kChain ? std::llround(static_cast<double>(alone_units) * kChainShare) : 0;
@@ -316,6 +341,23 @@ std::vector<char> fused_step_ops(const Graph& graph, const std::vector<char>& co
       readers.push_back(r);
     }
     fused[id] = static_cast<char>(fused_by_readers(x, in, scalar, outputs.count({id, 0}) > 0, readers));
+  }
+  // Last, the Concats that run no kernel (no rule above reads their verdict).
+  std::vector<ConcatFeed> inputs;
+  for (int id = 0; id < n; ++id) {
+    const Op& x = graph.op(id);
+    if (x.type != OpType::kConcat || constant[id]) continue;
+    in.clear();
+    inputs.clear();
+    for (const TensorRef& t : x.inputs) {
+      in.push_back(graph.tensor_type(t));
+      const Op& p = graph.op(t.op);
+      inputs.push_back({&p, static_cast<bool>(constant[t.op]),
+                        !p.inputs.empty() && is_alias(p, graph.tensor_type(p.inputs[0])),
+                        static_cast<Fused>(fused[t.op]) == Fused::kView,
+                        static_cast<int>(consumers[t.op][t.index].size()), outputs.count({t.op, t.index}) > 0});
+    }
+    if (runs_in_place(x, in, inputs)) fused[id] = static_cast<char>(Fused::kInPlaceConcat);
   }
   return fused;
 }

@@ -92,7 +92,9 @@ struct FusedStepChild {
   // The producer-side rules read only producer-side verdicts (fused_step_ops judges the
   // reader-side ones last).
   static Fused producer_side(Fused v) {
-    return v == Fused::kView || v == Fused::kGemmScale || v == Fused::kChain ? Fused::kNone : v;
+    return v == Fused::kView || v == Fused::kGemmScale || v == Fused::kChain || v == Fused::kInPlaceConcat
+               ? Fused::kNone
+               : v;
   }
   static Fused producer_side(char v) { return producer_side(static_cast<Fused>(v)); }
 
@@ -193,6 +195,99 @@ struct FusedStepChild {
       again = again || recost.size() > judged;
     }
     judge_by_readers(recost);
+    judge_concats(recost);
+  }
+
+  // Reads of tensor `t` in the child, one per reading input slot.
+  int uses_in_child(const Tensor& t) const {
+    int n = t.target ? 0 : kept_uses(TensorRef{t.op, t.index});
+    for (size_t j = 0; j < replaced.size(); ++j)  // kept readers now reading it instead
+      if (of_ref(replaced_by[j]) == t) n += kept_uses(replaced[j].first);
+    for (const PlannedOp& po : plan.ops)
+      if (po.present)
+        for (const Ref& r : po.inputs) n += of_ref(r) == t;
+    return n;
+  }
+  // What runs_in_place() needs of the producer of `t` in the child.
+  ConcatFeed concat_feed(const Tensor& t) const {
+    ConcatFeed c;
+    if (t.op < 0) return c;
+    if (t.target) {
+      const PlannedOp& po = plan.ops[t.op];
+      c.op = &po.op;
+      c.constant = po.constant;
+      c.alias = !target_types[t.op].empty() && is_alias(po.op, target_types[t.op][0]);
+      c.view = static_cast<Fused>(target_absorbed[t.op]) == Fused::kView;
+    } else {
+      const Op& p = g.ops()[t.op];
+      c.op = &p;
+      c.constant = constant_in_child(f, t.op, gen);
+      c.alias = !p.inputs.empty() && is_alias(p, g.tensor_type(p.inputs[0]));
+      c.view = kept_verdict(t.op) == Fused::kView;
+    }
+    c.uses = uses_in_child(t);
+    c.graph_output = graph_output(t);
+    return c;
+  }
+
+  // The Concats that run no kernel (judged last, as in fused_step_ops): the target ones,
+  // and the kept ones reading a tensor whose producer, readers or producer's verdict or
+  // constant-ness may have changed (added to `recost` where their verdict is no longer
+  // the parent's).
+  void judge_concats(std::vector<int>& recost) const {
+    std::vector<ConcatFeed> inputs;
+    for (size_t i = 0; i < plan.ops.size(); ++i) {
+      const PlannedOp& po = plan.ops[i];
+      if (!po.present || po.constant || po.op.type != OpType::kConcat) continue;
+      inputs.clear();
+      for (const Ref& r : po.inputs) inputs.push_back(concat_feed(of_ref(r)));
+      target_absorbed[i] = runs_in_place(po.op, target_types[i], inputs) ? static_cast<char>(Fused::kInPlaceConcat) : 0;
+    }
+    std::vector<int> cands;
+    auto consider_readers = [&](const TensorRef& t) {
+      if (t.op < 0) return;
+      for (const auto& use : f.consumers[t.op][t.index])
+        if (!removed_op(use.first) && g.ops()[use.first].type == OpType::kConcat) cands.push_back(use.first);
+    };
+    auto consider_readers_of = [&](int id) {
+      for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k)
+        if (!removed_op(f.out_ops[k]) && g.ops()[f.out_ops[k]].type == OpType::kConcat) cands.push_back(f.out_ops[k]);
+    };
+    for (int id : recost) {
+      if (g.ops()[id].type == OpType::kConcat) cands.push_back(id);
+      consider_readers_of(id);
+    }
+    for (const auto& rep : replaced) consider_readers(rep.first);
+    for (int r : removed)
+      for (const TensorRef& t : g.ops()[r].inputs)
+        if (!removed_op(t.op)) consider_readers(t);
+    for (const PlannedOp& po : plan.ops)
+      if (po.present)
+        for (const Ref& r : po.inputs)
+          if (r.is_var) consider_readers(m.vars[r.var]);
+    std::sort(cands.begin(), cands.end());
+    cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+    if (judged_by_readers) judged_by_readers->insert(judged_by_readers->end(), cands.begin(), cands.end());
+    std::vector<TensorType> in;
+    for (int id : cands) {
+      const Op& op = g.ops()[id];
+      char v = 0;
+      if (!constant_in_child(f, id, gen)) {
+        in.clear();
+        inputs.clear();
+        for (const TensorRef& t : op.inputs) {
+          in.push_back(g.tensor_type(t));
+          inputs.push_back(concat_feed(resolve(t)));
+        }
+        v = runs_in_place(op, in, inputs) ? static_cast<char>(Fused::kInPlaceConcat) : 0;
+      }
+      if (f.scratch.recost[id] != gen) {
+        if (v == f.absorbed[id]) continue;
+        f.scratch.recost[id] = gen;
+        recost.push_back(id);
+      }
+      f.scratch.absorbed[id] = v;
+    }
   }
 
   // The ops that read output 0 of `t` in the child, with what the reader rules need.

@@ -118,6 +118,8 @@ class Executor {
   // -1; and that step's kind (step_plan.h's StepKind).
   const std::vector<int>& fused_into() const { return fused_into_; }
   const std::vector<int>& fused_kind() const { return fused_kind_; }
+  // The Concats that run no kernel (their producers write into their slices), in id order.
+  const std::vector<int>& in_place_concats() const { return in_place_concats_; }
   // Conv2D op id -> the cuDNN choice its step runs (algorithm, math type, fused call).
   const std::map<int, OpPlan>& conv_choices() const { return res_->chosen; }
   size_t arena_bytes() const { return arena_.bytes(); }
@@ -149,6 +151,7 @@ class Executor {
   std::vector<Step> steps_;
   bool constants_dirty_ = true;
   int fused_ops_ = 0;
+  std::vector<int> in_place_concats_;
   std::vector<int> fused_into_, fused_kind_;
   cudaGraph_t cuda_graph_ = nullptr;
   cudaGraphExec_t cuda_graph_exec_ = nullptr;

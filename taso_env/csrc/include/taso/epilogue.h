@@ -79,6 +79,7 @@ enum class Fused : char {
   kChain,      // judged by the readers: see fused_by_readers()
   kGemmScale,
   kView,
+  kInPlaceConcat,  // a Concat its producers write into: its inputs are slices of its buffer
 };
 
 // What the producer-side rules need to know of the op producing an input of a possible
@@ -127,6 +128,25 @@ Fused fused_by_readers(const Op& x, const std::vector<TensorType>& input_types, 
                        bool graph_output, const std::vector<ReaderFeed>& readers);
 // Whether fused_by_readers() may say anything but kNone of an op of this type.
 bool may_run_in_reader(const Op& op);
+
+// What the in-place-Concat rule needs to know of the op producing one of a Concat's inputs.
+struct ConcatFeed {
+  const Op* op = nullptr;     // the producer
+  bool constant = false;      // its value is known before run time
+  bool alias = false;         // is_alias(): no buffer of its own
+  bool view = false;          // it runs as a strided view (its verdict is kView)
+  int uses = 0;               // reads of the tensor, one per reading input slot
+  bool graph_output = false;  // the tensor is a graph output
+};
+// Whether the executor makes `op` (with input 0 of type `input`) an alias of its input's
+// buffer: a Reshape, Flatten or Identity, or a Transpose that moves only dims of size 1.
+bool is_alias(const Op& op, const TensorType& input);
+// Whether Concat `x` runs no kernel (executor.cc, in_place_concat_inputs): along an axis
+// with every dim before it 1, every input written by a step of its own (not a source,
+// constant, alias, view or Split; one output) that only the Concat reads and that is no
+// graph output, each slice starting 256-byte aligned (float32 storage). Judged after
+// every other verdict; no rule reads it (it is kNone wherever one does).
+bool runs_in_place(const Op& x, const std::vector<TensorType>& input_types, const std::vector<ConcatFeed>& inputs);
 
 // Whether an op of this type can run in another op's step at all (the ops fused_step_of
 // may say anything but kNone of).
