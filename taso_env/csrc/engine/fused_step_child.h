@@ -254,9 +254,7 @@ struct FusedStepChild {
       if (po.present)
         for (const Ref& r : po.inputs)
           if (r.is_var) consider_readers(m.vars[r.var]);
-    std::sort(cands.begin(), cands.end());
-    cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
-    if (judged_by_readers) judged_by_readers->insert(judged_by_readers->end(), cands.begin(), cands.end());
+    settle(cands);
     std::vector<TensorType> in;
     for (int id : cands) {
       const Op& op = g.ops()[id];
@@ -277,6 +275,14 @@ struct FusedStepChild {
       }
       f.scratch.absorbed[id] = v;
     }
+  }
+
+  // Sorts the kept ops about to be judged again, drops repeats and, with a footprint,
+  // records them as read.
+  void settle(std::vector<int>& cands) const {
+    std::sort(cands.begin(), cands.end());
+    cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+    if (judged_by_readers) judged_by_readers->insert(judged_by_readers->end(), cands.begin(), cands.end());
   }
 
   // The ops that read output 0 of `t` in the child, with what the reader rules need.
@@ -344,9 +350,7 @@ struct FusedStepChild {
       if (po.present)
         for (const Ref& r : po.inputs)
           if (r.is_var) consider(m.vars[r.var].op);
-    std::sort(cands.begin(), cands.end());
-    cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
-    if (judged_by_readers) judged_by_readers->insert(judged_by_readers->end(), cands.begin(), cands.end());
+    settle(cands);
     std::vector<TensorType> in;
     for (int id : cands) {
       const Op& op = g.ops()[id];
