@@ -28,21 +28,24 @@ def root() -> Path | None:
         return checkout if checkout.is_dir() else None
 
 
+def _files(folder: str, pattern: str) -> list[Path]:
+    """The shipped files under `folder` matching `pattern`, sorted (none without data)."""
+    where = root() / folder if root() else None
+    return sorted(where.glob(pattern)) if where and where.is_dir() else []
+
+
 def models() -> dict[str, Path]:
     """Shipped ONNX models by stem (e.g. "squeezenet1_1")."""
-    folder = root() / "models" if root() else None
-    return {p.stem: p for p in sorted(folder.glob("*.onnx"))} if folder and folder.is_dir() else {}
+    return {p.stem: p for p in _files("models", "*.onnx")}
 
 
 def cost_tables() -> dict[str, Path]:
     """Shipped cost tables (HDF5) by stem (e.g. "h100_fp32")."""
-    folder = root() / "costs" if root() else None
-    return {p.stem: p for p in sorted(folder.glob("*.h5"))} if folder and folder.is_dir() else {}
+    return {p.stem: p for p in _files("costs", "*.h5")}
 
 
 def algorithm_choices(kind: str) -> list[Path]:
     """Shipped algorithm choice files of `kind` ("conv" or "gemm"): the cuDNN / cuBLASLt
     algorithms the shipped cost tables were measured with, as lines "key<TAB>choice" whose
     keys name the device and library version (taso_env/csrc/gpu/config_cache.h)."""
-    folder = root() / "costs" if root() else None
-    return sorted(folder.glob(f"*_{kind}_algos.tsv")) if folder and folder.is_dir() else []
+    return _files("costs", f"*_{kind}_algos.tsv")

@@ -134,11 +134,10 @@ class GraphRewriteEnv(gymnasium.Env):
         self._by_rule: dict[int, list[Candidate]] = {}  # rules with candidates only
         self._index_by_rule: dict[int, list[int]] = {}
         for i, c in enumerate(self._cands):
-            if c.rule_id not in self._by_rule:
-                self._by_rule[c.rule_id], self._index_by_rule[c.rule_id] = [], []
-            if len(self._by_rule[c.rule_id]) < self.config.max_locations:
-                self._by_rule[c.rule_id].append(c)
-                self._index_by_rule[c.rule_id].append(i)
+            where = self._index_by_rule.setdefault(c.rule_id, [])
+            if len(where) < self.config.max_locations:
+                where.append(i)
+                self._by_rule.setdefault(c.rule_id, []).append(c)
         self._op_costs = enum.op_costs()  # enumerated under self.cost_model
         self._cost = float(self._op_costs.sum())
 

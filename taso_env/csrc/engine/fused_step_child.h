@@ -87,16 +87,22 @@ struct FusedStepChild {
   }
   static Fused producer_side(char v) { return producer_side(static_cast<Fused>(v)); }
 
+  // Reads of tensor `t` in the child, one per reading input slot.
+  int uses_in_child(const Tensor& t) const {
+    int n = t.target ? 0 : kept_uses(TensorRef{t.op, t.index});
+    for (size_t j = 0; j < replaced.size(); ++j)  // kept readers now reading it instead
+      if (of_ref(replaced_by[j]) == t) n += kept_uses(replaced[j].first);
+    for (const PlannedOp& po : plan.ops)
+      if (po.present)
+        for (const Ref& r : po.inputs) n += of_ref(r) == t;
+    return n;
+  }
+
   EpilogueFeed feed(const Tensor& t) const {
     EpilogueFeed out;
     if (t.index != 0 || t.op < 0) return out;
-    if (!t.target) out.uses = kept_uses(TensorRef{t.op, t.index});
+    out.uses = uses_in_child(t);
     out.graph_output = graph_output(t);
-    for (size_t j = 0; j < replaced.size(); ++j)  // kept readers now reading it instead
-      if (of_ref(replaced_by[j]) == t) out.uses += kept_uses(replaced[j].first);
-    for (const PlannedOp& po : plan.ops)
-      if (po.present)
-        for (const Ref& r : po.inputs) out.uses += of_ref(r) == t;
     if (t.target) {
       out.op = &plan.ops[t.op].op;
       out.constant = plan.ops[t.op].constant;
@@ -187,16 +193,6 @@ struct FusedStepChild {
     judge_concats(recost);
   }
 
-  // Reads of tensor `t` in the child, one per reading input slot.
-  int uses_in_child(const Tensor& t) const {
-    int n = t.target ? 0 : kept_uses(TensorRef{t.op, t.index});
-    for (size_t j = 0; j < replaced.size(); ++j)  // kept readers now reading it instead
-      if (of_ref(replaced_by[j]) == t) n += kept_uses(replaced[j].first);
-    for (const PlannedOp& po : plan.ops)
-      if (po.present)
-        for (const Ref& r : po.inputs) n += of_ref(r) == t;
-    return n;
-  }
   // What runs_in_place() needs of the producer of `t` in the child.
   ConcatFeed concat_feed(const Tensor& t) const {
     ConcatFeed c;

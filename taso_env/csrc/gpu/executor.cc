@@ -226,10 +226,10 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
     for (size_t k = 0; k < concat_slots[id].size(); ++k)
       offsets_[op.inputs[k].op][op.inputs[k].index] = offsets_[id][0] + concat_slots[id][k];
     fused_ops_ += !concat_slots[id].empty();
-    if (!concat_slots[id].empty()) in_place_concats_.insert(in_place_concats_.begin(), id);
   }
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
+    if (!concat_slots[id].empty()) in_place_concats_.push_back(id);
     if (!split_parts[id].empty()) {
       const size_t in = offsets_[op.inputs[0].op][op.inputs[0].index];
       for (size_t k = 0; k < op.outputs.size(); ++k) offsets_[id][k] = in + split_parts[id][k];
