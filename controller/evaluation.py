@@ -44,6 +44,7 @@ from taso_env.env.episode import run_episode
 from taso_env.env.policies import RandomPolicy
 from taso_env.env.rewrite_env import GraphRewriteEnv, load_graph
 from taso_env.onnx.check import check_equivalent, random_feeds
+from taso_env.run_folder import write_json
 
 AGENTS = ("controller", "model_free", "backtracking", "greedy", "random")
 LEARNED = ("controller", "model_free")
@@ -228,11 +229,10 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         for agent in config.agents:
             done = out_dir / "rows" / f"{label}__{agent}.json"
             key = _resume_key(config, run_dir, agent, graph)
-            if done.exists():  # a killed evaluation resumes: rows of the same settings and models are kept
-                saved = json.loads(done.read_text())
-                if saved.pop("resume_key", None) == key:
-                    rows.append(Row(**saved))
-                    continue
+            saved = _saved_row(done)  # a killed evaluation resumes: rows of the same settings and models are kept
+            if saved is not None and saved.pop("resume_key", None) == key:
+                rows.append(Row(**saved))
+                continue
             steps, best_step, used, load_s = 0, None, None, None
             env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model)
             if agent in LEARNED:  # loaded (and traced) once, then moved from graph to graph
@@ -280,10 +280,19 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                             onnxruntime_max_abs_diff=max(report.max_abs_diff.values()),
                             measured_original_ms=measured_original, measured_optimised_ms=measured,
                             measured_speedup=measured_original / measured if measured else None))
-            done.parent.mkdir(exist_ok=True)
-            done.write_text(json.dumps({**asdict(rows[-1]), "resume_key": key}))
+            write_json(done, {**asdict(rows[-1]), "resume_key": key})  # atomically: a kill leaves it whole or absent
     write_outputs(rows, out_dir, AGENTS, _curves(run_dir, rows, config.agents))
     return rows
+
+
+def _saved_row(path: Path) -> dict | None:
+    """A row an earlier run saved at `path`, or None where there is none or it cannot be read
+    (then the row is computed again)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) else None
 
 
 def graph_label(spec: str, graph) -> str:

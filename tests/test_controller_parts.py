@@ -379,3 +379,6 @@ def test_an_evaluation_tells_a_builtin_network_from_an_export_of_the_same_name(t
     (tmp_path / "rows" / "inception_v3.onnx__greedy.json").write_text(json.dumps({**saved, "optimisation_s": -1.0}))
     again = evaluate(config, None, tmp_path)
     assert again[1].initial_cost_ms == rows[1].initial_cost_ms and again[1].optimisation_s >= 0
+    # a saved row that cannot be read (cut short, not JSON) is computed again, not a crash
+    (tmp_path / "rows" / "inception_v3__greedy.json").write_text('{"graph": "incep')
+    assert [r.final_cost_ms for r in evaluate(config, None, tmp_path)] == [r.final_cost_ms for r in rows]
