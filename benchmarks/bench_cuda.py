@@ -25,6 +25,9 @@ the noise floor ranks noise). `spearman_repeat`: the measurement against itself,
 Spearman between the candidates' runtimes by one half of the executors (even-numbered)
 and by the other (with `--executors-per-graph` >= 2): how well the GPU's own
 measurements rank these candidates, the ceiling of any cost model's `spearman`.
+Graphs are measured in rounds, each round every graph once in a new random order with
+its tensors shifted in memory at random (`--order`, `--placements`;
+taso_env/gpu/interleaved_measurement.py says why).
 Then `--leak-iters` end-to-end measurements in one process (a fresh executor every
 `--leak-fresh-every`), GPU memory in use before and after. Prints one JSON line and a markdown table.
 """
@@ -43,6 +46,7 @@ import taso_env as te  # noqa: E402
 from taso_env.engine.cost_model import AnalyticCostModel, TableCostModel  # noqa: E402
 from taso_env.gpu import cost_table  # noqa: E402
 from taso_env.gpu import cuda_backend as cb  # noqa: E402
+from taso_env.gpu import interleaved_measurement as im  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TABLE = os.path.join(ROOT, "data", "costs", "h100_fp32.h5")
@@ -116,11 +120,6 @@ def torch_runtime(name: str, math: str) -> float | None:
     return sorted(times)[len(times) // 2]
 
 
-def _middle(values: list[float]) -> float:
-    """The middle value (the upper of the two middle ones of an even count)."""
-    return sorted(values)[len(values) // 2]
-
-
 def bench_model(name: str, model, args) -> dict:
     g = te.load_onnx(name) if name.endswith(".onnx") else te.graphs.build(name, seed=None)
     opaque = "host" if any(o.type == "Opaque" for o in g.ops) else "error"
@@ -133,20 +132,23 @@ def bench_model(name: str, model, args) -> dict:
     est = [model.graph_cost(x) for x in graphs]
     misses = getattr(model, "misses", 0)
 
-    def runs_of(xs):  # per graph: each fresh executor's median of 30 replays
-        return [[cb.measure(x, math=args.math, opaque=opaque, warmup=3, repeats=30).median_ms
-                 for _ in range(args.executors_per_graph)] for x in xs]
+    def runs_of(xs):  # per graph, per round: a fresh executor's median of 30 replays
+        return im.measure_interleaved(xs, rounds=args.executors_per_graph, warmup=3, repeats=30,
+                                      order=args.order, placements=args.placements, seed=args.measure_seed,
+                                      math=args.math, opaque=opaque)
 
-    def measured(xs):  # per graph: the middle of its executors' medians
-        return [_middle(each) for each in runs_of(xs)]
+    def measured(xs):  # per graph: the middle of its rounds' medians
+        return [im.middle(each) for each in runs_of(xs)]
 
     runs = runs_of(graphs)
-    meas = [_middle(each) for each in runs]
-    repeat = (spearman([_middle(each[0::2]) for each in runs], [_middle(each[1::2]) for each in runs])
+    meas = [im.middle(each) for each in runs]
+    repeat = (spearman([im.middle(each[0::2]) for each in runs], [im.middle(each[1::2]) for each in runs])
               if args.executors_per_graph >= 2 else float("nan"))
     # the noise floor: the original measured again by fresh executors, in the same way
-    again = measured([g] * args.noise_executors)
-    noise = (max(again) - min(again)) / _middle(again) if again else float("nan")
+    again = (im.measure_interleaved([g], rounds=args.noise_executors, warmup=3, repeats=30,
+                                    placements=args.placements, seed=args.measure_seed + 1, math=args.math,
+                                    opaque=opaque)[0] if args.noise_executors else [])
+    noise = (max(again) - min(again)) / im.middle(again) if again else float("nan")
     path = [g] + (cost_table.greedy_path(g, args.candidates, model=model) if args.path else [])
     path_est = [model.graph_cost(x) for x in path]
     path_meas = measured(path)
@@ -166,7 +168,7 @@ def bench_model(name: str, model, args) -> dict:
            "executors_per_graph": args.executors_per_graph,
            "est_speedup": r.speedup, "measured_speedup": orig.median_ms / opt.median_ms,
            "est_ms": r.initial_cost, "spearman": spearman(est, meas), "candidates": len(graphs),
-           "measured_spread": (max(meas) - min(meas)) / _middle(meas), "noise_floor": noise,
+           "measured_spread": (max(meas) - min(meas)) / im.middle(meas), "noise_floor": noise,
            "spearman_repeat": repeat,
            "path_est_ms": path_est, "path_measured_ms": path_meas,
            "spearman_path": spearman(path_est, path_meas) if len(path) > 2 else float("nan"),
@@ -220,6 +222,14 @@ def main(argv=None) -> int:
     parser.add_argument("--executors-per-graph", type=int, default=1,
                         help="measure each graph by this many fresh executors and take the median (the same graph "
                              "differs by up to a few percent between executors: docs/gpu.md)")
+    parser.add_argument("--order", default="interleaved", choices=im.ORDERS,
+                        help="interleaved: each round measures every graph once, in a new random order; "
+                             "sequential: all executors of one graph, then the next (taso_env.gpu."
+                             "interleaved_measurement says why the first)")
+    parser.add_argument("--measure-seed", type=int, default=0,
+                        help="seeds the measuring rounds' visiting orders and placements (--seed picks the rewrites)")
+    parser.add_argument("--placements", default="random", choices=im.PLACEMENTS,
+                        help="random: each executor's tensors shifted in memory at random; fixed: not")
     parser.add_argument("--no-path", dest="path", action="store_false",
                         help="skip measuring the table's greedy path")
     parser.add_argument("--compare-unfused", action="store_true",
@@ -261,6 +271,8 @@ def main(argv=None) -> int:
         if args.dump:  # per-candidate estimates and measurements (the rewrites are reproducible from --seed)
             with open(args.dump, "a") as f:
                 f.write(json.dumps({"model": name, "seed": args.seed, "candidates": args.candidates,
+                                    "order": args.order, "placements": args.placements,
+                                    "measure_seed": args.measure_seed,
                                     "est_ms": row["candidate_est_ms"],
                                     "measured_ms": row["candidate_measured_ms"],
                                     "measured_runs_ms": row["candidate_measured_runs"],
@@ -278,7 +290,8 @@ def main(argv=None) -> int:
                         "spearman_path", "path_graphs", "path_est_speedup", "path_measured_speedup", *unfused,
                         "table_miss_rate",
                         "pytorch_here_ms", "vs_pytorch", "pytorch_ref_ms", "pytorch_ref"],
-         device=cb.device_info(), math=args.math, cost_model=model.name, budget=args.budget, leak=leak)
+         device=cb.device_info(), math=args.math, cost_model=model.name, budget=args.budget, leak=leak,
+         order=args.order, placements=args.placements, measure_seed=args.measure_seed)
     if leak:
         print(f"\nmemory: {leak['iterations']} end-to-end measurements ({leak['fresh_executors']} fresh executors) "
               f"in {leak['seconds']:.1f} s; GPU memory in "

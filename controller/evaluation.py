@@ -315,21 +315,23 @@ def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str, graph) -> 
 
 
 class _Measurer:
-    """Measured end-to-end runtimes (ms) with the CUDA backend (CUDA-graph replay, median)."""
+    """Measured end-to-end runtimes (ms) with the CUDA backend: CUDA-graph replay, the
+    middle of five fresh executors' medians, each with its tensors placed anew
+    (taso_env/gpu/interleaved_measurement.py)."""
 
-    def __init__(self, backend):
-        self.backend = backend
+    def __init__(self, interleaved_measurement):
+        self.im = interleaved_measurement
 
     def measure(self, graph) -> float:
-        return float(self.backend.measure(graph).median_ms)
+        return float(self.im.middle(self.im.measure_interleaved([graph], rounds=5)[0]))
 
 
 def _cuda_backend():
     try:
-        from taso_env.gpu import cuda_backend
+        from taso_env.gpu import cuda_backend, interleaved_measurement
     except ImportError:
         return None
-    return _Measurer(cuda_backend) if cuda_backend.available() else None
+    return _Measurer(interleaved_measurement) if cuda_backend.available() else None
 
 
 __all__ = ["AGENTS", "EvalConfig", "Row", "evaluate", "markdown"]

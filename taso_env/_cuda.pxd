@@ -53,6 +53,7 @@ cdef extern from "executor.h" namespace "taso::cuda":
         int replicas
         map[int, OpPlan] plan
         map[int, double] known_scalars
+        size_t arena_offset
 
     cdef cppclass Measurement:
         double median_ms

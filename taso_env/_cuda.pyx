@@ -99,12 +99,13 @@ cdef class GpuExecutor:
     cdef object _dtypes
 
     def __cinit__(self, CoreGraph graph not None, str math="fp32", host_fed_ops=(), unsigned long long seed=0, plan=None,
-                  known_scalars=None):
+                  known_scalars=None, size_t arena_offset=0):
         cdef ExecutorOptions opts
         cdef OpPlan p
         opts.math = _math(math)
         opts.seed = seed
         opts.replicas = 1
+        opts.arena_offset = arena_offset
         for op_id in host_fed_ops:
             opts.host_fed_ops.push_back(op_id)
         for op_id, choice in (plan or {}).items():

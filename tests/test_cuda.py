@@ -139,6 +139,28 @@ def test_measurement_uses_cuda_graphs_and_is_stable():
     assert abs(a.median_ms - b.median_ms) < 0.5 * a.median_ms
 
 
+def test_tensors_shifted_in_memory_compute_the_same_and_a_misaligned_shift_is_refused():
+    g = te.graphs.build("squeezenet", seed=0)
+    feeds = g.random_inputs(0)
+    at_start = cb.run(g, feeds)
+    for offset in (cb.ARENA_ALIGN, 4095 * cb.ARENA_ALIGN):
+        assert_close(cb.run(g, feeds, arena_offset=offset), at_start, rtol=0, what=f"offset {offset}")
+    with pytest.raises(ValueError, match="multiple of 256"):
+        cb.Executor(g, arena_offset=100)
+
+
+def test_graphs_measured_in_interleaved_rounds_each_get_every_round():
+    from taso_env.gpu import interleaved_measurement as im
+
+    graphs = [te.graphs.build("squeezenet", seed=None), te.graphs.build("resnet18", seed=None)]
+    seen = []
+    runs = im.measure_interleaved(graphs, rounds=3, repeats=5, on_measured=lambda i, r, ms: seen.append((i, r)))
+    assert sorted(seen) == [(i, r) for i in range(2) for r in range(3)]
+    assert [len(each) for each in runs] == [3, 3] and all(ms > 0 for each in runs for ms in each)
+    # resnet18 does far more work than squeezenet in every round
+    assert min(runs[1]) > max(runs[0])
+
+
 def test_repeated_measurements_do_not_grow_device_memory():
     g = te.graphs.build("squeezenet", seed=None)
     cb.measure(g, warmup=1, repeats=1)  # caches and handles are created once

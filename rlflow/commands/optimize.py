@@ -148,12 +148,12 @@ def _print_costs(graph, best, initial: float, final: float) -> None:
 
 
 def _measure(original, optimised, math: str) -> dict[str, float]:
-    from taso_env.gpu import cuda_backend
+    from taso_env.gpu import cuda_backend, interleaved_measurement as im
 
     opaque = "host" if any(o.type == "Opaque" for o in original.ops) else "error"
-    measured = {label: cuda_backend.measure(g, math=math, opaque=opaque).median_ms
-                for label, g in (("original", original), ("optimised", optimised))}
-    print(f"measured on {cuda_backend.device_name()} ({math}, CUDA-graph replay, median): "
+    runs = im.measure_interleaved([original, optimised], rounds=5, math=math, opaque=opaque)
+    measured = {"original": im.middle(runs[0]), "optimised": im.middle(runs[1])}
+    print(f"measured on {cuda_backend.device_name()} ({math}, CUDA-graph replay, 5 interleaved rounds, median): "
           f"{measured['original']:.4f} ms -> {measured['optimised']:.4f} ms "
           f"(speedup {measured['original'] / measured['optimised']:.3f}x)")
     return measured

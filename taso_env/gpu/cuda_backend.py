@@ -56,6 +56,9 @@ class UnsupportedGraphError(CudaBackendError, UnsupportedOpError):
     """The graph holds an op the GPU backend cannot run (names the op)."""
 
 
+#: Alignment of every device tensor (bytes); an executor's `arena_offset` is a multiple of it.
+ARENA_ALIGN = 256
+
 ALGO_CACHE_ENV = "RLFLOW_CONV_ALGO_CACHE"
 GEMM_ALGO_CACHE_ENV = "RLFLOW_GEMM_ALGO_CACHE"
 _CACHE_KINDS = {ALGO_CACHE_ENV: "conv", GEMM_ALGO_CACHE_ENV: "gemm"}
@@ -232,13 +235,17 @@ class Executor:
             "auto" (default) runs the tuned plan stored for this graph, device and math
             mode if there is one (taso_env.tuning.plan_store), else the executor's own
             choices; None always the executor's own; or a {op id: {knob: value}} dict.
+        arena_offset: bytes (a multiple of ARENA_ALIGN) every tensor is shifted by in the
+            executor's device arena: where tensors lie moves the runtime slightly
+            (`interleaved_measurement` samples it).
 
     Raises:
         CudaUnavailableError, UnsupportedGraphError, CudaBackendError.
     """
 
     def __init__(self, graph: Graph, *, math: str = "fp32", weights: Mapping[str, np.ndarray] | None = None,
-                 opaque: str = "error", seed: int = 0, plan: str | Mapping[int, Mapping[str, int]] | None = "auto"):
+                 opaque: str = "error", seed: int = 0, plan: str | Mapping[int, Mapping[str, int]] | None = "auto",
+                 arena_offset: int = 0):
         if opaque not in ("error", "host"):
             raise ValueError(f"opaque must be 'error' or 'host', got {opaque!r}")
         mod = require()
@@ -255,8 +262,10 @@ class Executor:
             plan = plan_store.lookup(graph, self.math)
         #: the tuning plan this executor runs ({} = the executor's own choices)
         self.plan = {int(k): dict(v) for k, v in (plan or {}).items()}
+        if arena_offset < 0 or arena_offset % ARENA_ALIGN:
+            raise ValueError(f"arena_offset must be a non-negative multiple of {ARENA_ALIGN} bytes, got {arena_offset}")
         self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed, self.plan,
-                                   _known_scalars(graph, self._weights))
+                                   _known_scalars(graph, self._weights), arena_offset)
         for name, value in self._weights.items():
             self._ex.set_source(name, np.asarray(value))
 

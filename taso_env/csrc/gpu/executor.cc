@@ -144,6 +144,9 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
         (dt != kInt64 && dt != kInt32 && dt != kFloat32 && dt != kFloat64))
       throw ValueError("known scalar op '" + op.name + "' is not a one-element int32 / int64 / float Weight");
   }
+  if (options_.arena_offset % kAlign)
+    throw ValueError("arena offset must be a multiple of " + std::to_string(kAlign) + " bytes, got " +
+                     std::to_string(options_.arena_offset));
   res_->plan = &options_.plan;
   res_->float_dtype = float_storage(options_.math);
   std::vector<char> no_fuse(n_ops, 0);
@@ -175,7 +178,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
   // data): it runs no kernel.
   offsets_.assign(n_ops, {});
   std::vector<char> alias(n_ops, 0);
-  size_t total = 0;
+  size_t total = options_.arena_offset;
   for (int id = 0; id < n_ops; ++id) {
     const Op& op = graph_.op(id);
     offsets_[id].assign(op.outputs.size(), kNone);

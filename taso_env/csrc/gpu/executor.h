@@ -59,6 +59,12 @@ struct ExecutorOptions {
   // (views.h), a MatMul operand scaled by such a factor folds it into the GEMM's alpha
   // (gemm_fusion.h). set_source refuses to change them afterwards.
   std::map<int, double> known_scalars;
+  // Bytes (a multiple of 256) the arena's tensors are shifted by from the start of its
+  // allocation. Where a tensor lies in memory moves a graph's runtime by a few tenths of
+  // a percent (caches and memory channels are picked by address bits); measurements
+  // that must rank graphs differing by that much sample several placements
+  // (cuda_backend.measure_graphs).
+  size_t arena_offset = 0;
 };
 
 struct Measurement {
