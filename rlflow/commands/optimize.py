@@ -148,7 +148,8 @@ def _print_costs(graph, best, initial: float, final: float) -> None:
 
 
 def _measure(original, optimised, math: str) -> dict[str, float]:
-    from taso_env.gpu import cuda_backend, interleaved_measurement as im
+    from taso_env.gpu import cuda_backend
+    from taso_env.gpu import interleaved_measurement as im
 
     opaque = "host" if any(o.type == "Opaque" for o in original.ops) else "error"
     runs = im.measure_interleaved([original, optimised], rounds=5, math=math, opaque=opaque)
