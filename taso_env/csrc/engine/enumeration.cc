@@ -3,15 +3,15 @@
 // A full enumeration (RuleSet::enumeration) lists every valid (rule, location), sorted
 // by rule and location, and keeps the bindings it rejected only because their rewrite
 // would close a cycle. After a rewrite (RuleSet::step) the new graph's list is:
-//   - matches whose first-matched op lies within near_radius(rule) hops of the ops the
-//     rewrite changed: enumerated afresh (successor.cc says why that radius suffices);
+//   - matches holding an op the rewrite changed: enumerated afresh (successor.cc says
+//     which anchors that search starts from, and why the others stand);
 //   - the others, carried over from the old list (op ids mapped): their ops, inputs and
 //     readers are the old ones, so only whether their rewrite closes a cycle can differ
 //     (a path through the change). One whose inputs are all made before its first op
-//     cannot close one; the others are checked again at their place. Where a cost
-//     model prices fused steps, those whose footprint (the ops their cost delta was
-//     computed from) the rewrite changed are priced again too (successor.cc). The rejected
-//     bindings are checked again the same way: one may have become valid.
+//     cannot close one; the others are checked again at their place. Those whose
+//     footprint (the ops their cost delta was computed from) the rewrite changed are
+//     priced again too (successor.cc). The rejected bindings are checked again the same
+//     way: one may have become valid.
 //   - Where a rule can bind one set of ops in more than one way (two source ops of one
 //     type), which binding a full enumeration keeps is the first valid one in its search
 //     order (anchors in id order, then readers in id order). Where that order or the

@@ -26,7 +26,6 @@ namespace rule_detail {
 
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
                       const CostModel& model, std::vector<int>* footprint) {
-  if (f.absorbed.empty()) footprint = nullptr;  // no fused steps: a candidate's radius bounds what its delta reads
   const Graph& g = f.graph;
   Effect e;
   e.child_hash = f.graph_hash;
@@ -148,7 +147,9 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     if (footprint) child.judged_by_readers = &read;
     child.judge(recost);
   }
-  if (footprint) {  // the ops read, their producers and their readers (whose verdicts and uses were read)
+  // The ops read, their producers and their readers (whose verdicts and uses were read):
+  // with the removed ops' producers, those whose readers decide which ops die.
+  if (footprint) {
     read.insert(read.end(), recost.begin(), recost.end());
     read.insert(read.end(), removed.begin(), removed.end());
     for (const TensorRef& t : m.vars)

@@ -60,6 +60,7 @@ RuleSet::RuleSet(std::vector<RuleSpec> specs) {
     std::set<OpType> types;
     for (const auto& op : rules_[r]->source) types.insert(op.type);
     rebindable_.push_back(types.size() < rules_[r]->source.size());
+    near_radius_.push_back(anchor_reach(*rules_[r]));
     max_near_radius_ = std::max(max_near_radius_, near_radius(r));
   }
 }
@@ -120,24 +121,6 @@ std::function<bool(const Match&)> binds_ops(const std::vector<int>& key) {
     std::sort(ops.begin(), ops.end());
     return ops == key;
   };
-}
-
-// Of the bindings of `key`'s ops (sorted), the valid one a full enumeration keeps: the
-// first found, anchors in id order. `m` is the binding found from an anchor within
-// `radius` of `near`; where an earlier anchor of the same ops lies outside (not searched
-// from), a binding from it comes first (a merge of three MatMuls matched in another
-// order, with another cost delta). False if no binding is valid.
-bool first_valid_binding(const RuleSet::Compiled& rule, const GraphFacts& facts, const std::vector<int>& near,
-                         int radius, const std::vector<int>& key, Match& m, Plan& plan) {
-  const int anchor = m.ops[rule.order[0]];
-  const OpType type = rule.source[rule.order[0]].type;
-  for (int first : key) {
-    if (first >= anchor) break;
-    if (facts.graph.op(first).type != type || (near[first] >= 0 && near[first] <= radius)) continue;
-    const std::vector<int> from{first};
-    if (first_valid_match(rule, facts, nullptr, &from, binds_ops(key), m, plan)) return true;
-  }
-  return validate(rule, facts, m, plan);
 }
 
 }  // namespace
@@ -205,9 +188,11 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
         if (at->second.empty()) continue;  // no anchor within reach: nothing to search
         anchors = &at->second;
       }
-      std::vector<Match> found_all;
+      std::vector<Match> found_all;  // with `near`, those holding a changed op (the others are carried over)
       Match m = empty_match(rule);
-      search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); }, anchors);
+      search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) {
+        if (!near || touches_change(*near, found.ops)) found_all.push_back(found);
+      }, anchors);
       if (!found_all.empty()) group_matches.emplace(g, std::move(found_all));
     }
     auto group = group_matches.find(g);
@@ -218,8 +203,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       if (seen.count(key)) continue;
       Match mm = found;
       Plan plan;
-      if (near ? !first_valid_binding(rule, facts, *near, near_radius(r), key, mm, plan)
-               : !validate(rule, facts, mm, plan)) {
+      if (!validate(rule, facts, mm, plan)) {  // (each binding of these ops is found, in full-search order)
         if (rejected && closes_only_a_cycle(rule, facts, found)) rejected->push_back({r, found.ops});
         continue;
       }

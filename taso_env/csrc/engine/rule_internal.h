@@ -349,9 +349,8 @@ void find_dead_ops(const Compiled& rule, const GraphFacts& f, const Match& m, Pl
 // What applying a validated match would do, computed without building the child graph
 // (rewrite_effect.cc): the exact change of the graph cost in cost units (removed ops,
 // added ops, and ops downstream whose constant-ness changes) and, when the facts carry
-// hashes, the child's graph hash. With `footprint` and a model with fused steps, also the
-// ops (sorted ids) whose facts the cost change was computed from (Candidate::footprint;
-// left empty otherwise).
+// hashes, the child's graph hash. With `footprint`, also the ops (sorted ids) whose facts
+// the cost change was computed from (Candidate::footprint).
 struct Effect {
   int64_t cost_units = 0;
   uint64_t child_hash = 0;
@@ -377,6 +376,11 @@ struct Rewritten {
   std::vector<int> near;  // hops from `changed` up to every rule's near radius, else -1 (RuleSet::enumerate's `near`)
 };
 std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius);
+// The most hops (successor.cc) from a match's first-matched op to any other of its ops,
+// along the links every match of `rule`'s source pattern has: at most its size - 1.
+int anchor_reach(const Compiled& rule);
+// Whether one of `ops` is an op a rewrite changed (hops 0 in `near`, Rewritten::near).
+bool touches_change(const std::vector<int>& near, const std::vector<int>& ops);
 
 }  // namespace rule_detail
 }  // namespace taso

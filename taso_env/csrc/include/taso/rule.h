@@ -57,11 +57,11 @@ struct RuleSpec {
 // A place where a rule applies: the graph ops matched by the source pattern's ops, in
 // pattern order, and the change of the graph cost if applied: exact, in cost units
 // (kCostUnitMs), and in ms. `child_hash` is the applied graph's hash() when asked for.
-// `footprint` (recorded by enumeration() and step() where the cost model prices fused
-// steps; else empty): the ops whose facts its cost delta was computed from (its ops, the
-// ops it makes dead, the ops whose cost or fused-step verdict it changes or judges again,
-// and their producers and readers), sorted. After another rewrite that changed none of
-// them (RuleSet::step, successors), its cost delta stands.
+// `footprint` (recorded by enumeration() and step()): the ops whose facts its cost delta
+// was computed from (its ops, the ops it makes dead, the ops whose cost, constant-ness or
+// fused-step verdict it changes or judges again, and their producers and readers),
+// sorted. After another rewrite that changed none of them (RuleSet::step, successors),
+// its cost delta stands.
 struct Candidate {
   int rule_id = -1;
   std::vector<int> location;
@@ -120,8 +120,8 @@ class RuleSet {
 
   // For each candidate current.candidates[w], w in `which` (`current`: enumeration(graph,
   // model) or a step's), the graph it leads to and the best cost delta among that graph's
-  // candidates, without enumerating the whole successor (successor.cc): matches near the
-  // rewritten region are enumerated afresh, the rest are current's candidates carried
+  // candidates, without enumerating the whole successor (successor.cc): matches holding
+  // an op the rewrite changed are enumerated afresh, the rest are current's candidates carried
   // over: those whose footprint the rewrite changed priced again, of the others the best
   // checked again at its place in the successor.
   std::vector<Successor> successors(const Graph& graph, const CostModel& model, const Enumeration& current,
@@ -148,10 +148,11 @@ class RuleSet {
   Graph apply_to(const rule_detail::GraphFacts& facts, int rule_id, const std::vector<int>& location,
                  std::vector<int>* new_id, std::vector<int>* added) const;
   // The candidates of the graph of `facts` (all rules or `rule_id`); with `near` (hops
-  // from a changed region, -1 = farther), only matches whose first-matched op is within
-  // near_radius(rule) of it, each as the binding of its ops a full enumeration lists.
-  // With `rejected`, also the bindings found and rejected only for closing a cycle. With
-  // `footprints` (and a fused-step model), each candidate's footprint is recorded.
+  // from the ops a rewrite changed, -1 = farther), only matches holding a changed op
+  // (touches_change), searched from the anchors within near_radius(rule) of them, each as
+  // the binding of its ops a full enumeration lists. With `rejected`, also the bindings
+  // found and rejected only for closing a cycle. With `footprints`, each candidate's
+  // footprint is recorded.
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                                    const std::vector<int>* near, std::vector<Candidate>* rejected = nullptr,
                                    bool footprints = false) const;
@@ -160,7 +161,7 @@ class RuleSet {
   rule_detail::Rewritten rewrite(const rule_detail::GraphFacts& parent, const CostModel& model,
                                  const Candidate& c) const;
   // Where a candidate of the parent lands in `rw`'s child (its ops mapped into `at`):
-  // the rewrite removed some of its ops, it is found afresh (anchored near the change),
+  // the rewrite removed some of its ops, it is found afresh (it holds a changed op),
   // it is carried over but priced again (the rewrite changed an op of its footprint), or
   // carried as is.
   enum class Carried { kRemoved, kNear, kRepriced, kFar };
@@ -172,8 +173,8 @@ class RuleSet {
   // closing a cycle; false if none is valid (rule.cc).
   bool kept_binding(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                     const std::vector<int>& key, Candidate* kept, std::vector<Candidate>* rejected) const;
-  // How far from a changed region a rule's match can have its first-matched op while
-  // it, or a producer of its inputs, lies in the region (successor.cc): its source size.
+  // How far from a changed op a rule's match holding it can have its first-matched op
+  // (successor.cc): anchor_reach of its source pattern.
   int near_radius(int rule_id) const;
   int max_near_radius() const;
   // The facts of `graph` under `model`: `current`'s where they are that graph's, else built.
@@ -194,7 +195,8 @@ class RuleSet {
   // Per rule: some two of its source ops have one type, so one set of graph ops can be
   // bound to it in more than one way (which one is kept depends on the search order).
   std::vector<char> rebindable_;
-  int max_near_radius_ = 0;  // the largest near_radius of any rule
+  std::vector<int> near_radius_;  // per rule (near_radius)
+  int max_near_radius_ = 0;       // the largest near_radius of any rule
 };
 
 }  // namespace taso
