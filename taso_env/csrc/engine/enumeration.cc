@@ -48,28 +48,29 @@ bool surely_acyclic(const GraphFacts& f, const std::vector<int>& location) {
   return true;
 }
 
-// True when `ids` (parent op ids, increasing) keep their order in the child.
-bool order_kept(const std::vector<int>& new_id, const std::vector<int>& ids) {
+// True when the parent op ids `ids` (in increasing order), read through `id_of`, keep
+// their order in the child.
+template <typename Ids, typename IdOf>
+bool order_kept(const std::vector<int>& new_id, const Ids& ids, IdOf id_of) {
   int last = -1;
-  for (int id : ids) {
-    if (new_id[id] < 0) continue;
-    if (new_id[id] < last) return false;
-    last = new_id[id];
+  for (const auto& entry : ids) {
+    const int id = new_id[id_of(entry)];
+    if (id < 0) continue;
+    if (id < last) return false;
+    last = id;
   }
   return true;
 }
 
 // Whether a full enumeration's search meets the ops `key` (parent ids, sorted) and the
-// readers of their inputs in the same order in the child as in the parent.
+// readers of their inputs in the same order in the child as in the parent (a tensor's
+// readers are listed in id order: Graph::consumers).
 bool search_order_kept(const GraphFacts& parent, const std::vector<int>& new_id, const std::vector<int>& key) {
-  if (!order_kept(new_id, key)) return false;
+  if (!order_kept(new_id, key, [](int id) { return id; })) return false;
   for (int id : key)
-    for (const TensorRef& t : parent.graph.op(id).inputs) {
-      std::vector<int> readers;
-      for (const auto& use : parent.consumers[t.op][t.index]) readers.push_back(use.first);
-      std::sort(readers.begin(), readers.end());
-      if (!order_kept(new_id, readers)) return false;
-    }
+    for (const TensorRef& t : parent.graph.op(id).inputs)
+      if (!order_kept(new_id, parent.consumers[t.op][t.index], [](const std::pair<int, int>& use) { return use.first; }))
+        return false;
   return true;
 }
 
@@ -117,30 +118,34 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
   };
   std::map<std::pair<int, std::vector<int>>, Bindings> sets;  // (rule, ops in the new graph, sorted) ->
   auto carry = [&](const Candidate& c, bool was_valid) {
-    Candidate moved = c;
+    Candidate moved;  // c in the child: its footprint is mapped or found again below
     const Carried where = carried(rw, c, &moved.location);
     if (where == Carried::kRemoved || where == Carried::kNear) return;  // gone, or enumerated afresh
+    moved.rule_id = c.rule_id;
+    moved.cost_delta = c.cost_delta;
+    moved.cost_delta_units = c.cost_delta_units;
+    moved.child_hash = c.child_hash;
     const bool as_is = was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location);
     if (as_is) moved.footprint = moved_footprint(rw, c);
     if (rebindable_[c.rule_id]) {
       Bindings& b = sets[{c.rule_id, sorted_ops(moved.location)}];
       b.order_kept = b.order_kept && search_order_kept(parent, rw.new_id, sorted_ops(c.location));
       b.unchanged = b.unchanged && as_is;
-      b.entries.push_back({moved, was_valid});
+      b.entries.push_back({std::move(moved), was_valid});
       return;
     }
     if (as_is) {
-      out.candidates.push_back(moved);
+      out.candidates.push_back(std::move(moved));
       return;
     }
     int64_t units = 0;
     if (delta_at(facts, model, c.rule_id, moved.location, &units, &moved.footprint)) {
       moved.cost_delta_units = units;
       moved.cost_delta = static_cast<double>(units) * kCostUnitMs;
-      out.candidates.push_back(moved);
+      out.candidates.push_back(std::move(moved));
     } else {
       moved.footprint.clear();
-      out.cycle_rejected.push_back(moved);  // its ops and surroundings are the old ones: only a cycle can refuse it
+      out.cycle_rejected.push_back(std::move(moved));  // its ops and surroundings are the old ones: only a cycle can refuse it
     }
   };
   for (const Candidate& c : current.candidates) carry(c, true);

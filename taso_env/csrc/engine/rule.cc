@@ -104,7 +104,7 @@ bool first_valid_match(const RuleSet::Compiled& rule, const GraphFacts& facts, c
     Match mm = found;
     Plan p;
     if (validate(rule, facts, mm, p)) {
-      m = mm;
+      m = std::move(mm);
       plan = std::move(p);
       ok = true;
     } else if (cycle_rejected && closes_only_a_cycle(rule, facts, found)) {
