@@ -94,6 +94,30 @@ def test_a_carried_candidate_is_priced_again_when_the_rewrite_changes_what_its_r
         assert _listed(after) == _listed(enumeration(after.graph, model=model)), k
 
 
+def _target_input_made_constant_by_a_rewrite() -> te.Graph:
+    """Mul(Div(a, c), Mul(b, c)) => Mul(a, b) twice: the first's a and b are weights and
+    its c an input, so its rewrite makes k = Relu(first) constant; the second reads k
+    (as its b, beside an input c), so the Mul(a, k) it plans turns constant while its own
+    ops do not."""
+    b = te.GraphBuilder("constant_after_rewrite")
+
+    def divided_and_multiplied(a: te.Tensor, other: te.Tensor, c: te.Tensor) -> te.Tensor:
+        return b.mul(b.op("Div", [a, c]), b.mul(other, c))
+
+    k = b.relu(divided_and_multiplied(b.weight("a1", [8, 8]), b.weight("b1", [8, 8]), b.input("x", [8, 8])))
+    b.output(divided_and_multiplied(b.weight("a2", [8, 8]), k, b.input("x2", [8, 8])), "y")
+    return b.build()
+
+
+@pytest.mark.parametrize("model", [TABLE, "analytic"])
+def test_a_carried_candidate_is_planned_again_where_a_tensor_its_target_reads_turned_constant(model):
+    graph = _target_input_made_constant_by_a_rewrite()
+    enum = enumeration(graph, model=model)
+    for k in range(len(enum.candidates)):
+        after = step(enum, k)
+        assert _listed(after) == _listed(enumeration(after.graph, model=model)), k
+
+
 @pytest.mark.parametrize("model", [TABLE, "analytic"])
 def test_nasrnn_steps_equal_full_enumerations_where_every_cell_reads_the_same_tensors(model):
     # nasrnn's cells read one input Split and share their weights: every op is a few

@@ -125,6 +125,7 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
     moved.cost_delta = c.cost_delta;
     moved.cost_delta_units = c.cost_delta_units;
     moved.child_hash = c.child_hash;
+    moved.planned = c.planned;
     const bool as_is = was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location);
     if (as_is) moved.footprint = moved_footprint(rw, c);
     if (rebindable_[c.rule_id]) {
@@ -139,12 +140,13 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
       return;
     }
     int64_t units = 0;
-    if (delta_at(facts, model, c.rule_id, moved.location, &units, &moved.footprint)) {
+    if (delta_at(facts, model, c, moved.location, &units, &moved.footprint, &moved.planned)) {
       moved.cost_delta_units = units;
       moved.cost_delta = static_cast<double>(units) * kCostUnitMs;
       out.candidates.push_back(std::move(moved));
     } else {
       moved.footprint.clear();
+      moved.planned.reset();
       out.cycle_rejected.push_back(std::move(moved));  // its ops and surroundings are the old ones: only a cycle can refuse it
     }
   };
@@ -165,11 +167,15 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
     for (auto& [c, was_valid] : b.entries) {
       if (again) break;
       int64_t units = 0;
-      bool ok = delta_at(facts, model, c.rule_id, c.location, &units, &c.footprint);
+      bool ok = delta_at(facts, model, c, c.location, &units, &c.footprint, &c.planned);
       again = ok != was_valid;  // a binding turned valid or invalid: the kept one may change
       c.cost_delta_units = units;
       c.cost_delta = static_cast<double>(units) * kCostUnitMs;
-      (ok ? valid : rejected).push_back(c);
+      if (!ok) {
+        c.footprint.clear();
+        c.planned.reset();
+      }
+      (ok ? valid : rejected).push_back(std::move(c));
     }
     if (again) {
       bind_again.insert(set);

@@ -38,31 +38,27 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     if (f.hashes) e.child_hash -= graph_hash::op_term(f.merkle[id]);
   }
 
-  // Target ops.
-  std::vector<uint64_t> target_hash(plan.ops.size(), 0);
-  std::vector<int64_t> target_units(plan.ops.size(), 0);
-  std::vector<std::vector<TensorType>> target_types(plan.ops.size());
-  for (size_t i = 0; i < plan.ops.size(); ++i) {
-    const PlannedOp& po = plan.ops[i];
+  // Target ops (their input types and costs alone are the plan's).
+  const PlannedTarget& target = *plan.target;
+  const std::vector<PlannedOp>& planned = target.ops;
+  std::vector<uint64_t> target_hash(planned.size(), 0);
+  std::vector<int64_t> target_units(planned.size(), 0);
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const PlannedOp& po = planned[i];
     if (!po.present) continue;
-    std::vector<TensorType> in;
-    in.reserve(po.inputs.size());
-    uint64_t v = f.hashes ? graph_hash::op_local_hash(po.op) : 0;
-    for (const Ref& r : po.inputs) {
-      if (r.is_var) {
-        const TensorRef& t = m.vars[r.var];
-        in.push_back(g.tensor_type(t));
-        if (f.hashes) v = graph_hash::add_input(v, f.merkle[t.op], t.index);
-      } else {
-        in.push_back(plan.ops[r.op].op.outputs[r.index]);
-        if (f.hashes) v = graph_hash::add_input(v, target_hash[r.op], r.index);
-      }
+    if (f.hashes) {
+      uint64_t v = graph_hash::op_local_hash(po.op);
+      for (const Ref& r : po.inputs)
+        v = r.is_var ? graph_hash::add_input(v, f.merkle[m.vars[r.var].op], m.vars[r.var].index)
+                     : graph_hash::add_input(v, target_hash[r.op], r.index);
+      target_hash[i] = v;
+      e.child_hash += graph_hash::op_term(v);
     }
-    target_hash[i] = v;
-    if (f.hashes) e.child_hash += graph_hash::op_term(v);
-    if (!po.constant) target_units[i] = cost_units(model.compute_cost_ms(po.op, in));
-    target_types[i] = std::move(in);
+    if (!po.constant)
+      target_units[i] = target.model == &model ? target.units[i]
+                                               : cost_units(model.compute_cost_ms(po.op, target.input_types[i]));
   }
+  const std::vector<std::vector<TensorType>>& target_types = target.input_types;
 
   // Replaced tensors: source output -> what the child reads instead.
   std::vector<std::pair<TensorRef, TensorKey>> replaced;
@@ -75,7 +71,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
       const TensorRef& t = m.vars[r.var];
       k = {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
     } else {
-      k = {target_hash[r.op], r.index, plan.ops[r.op].constant};
+      k = {target_hash[r.op], r.index, planned[r.op].constant};
     }
     replaced.push_back({TensorRef{m.ops[sop], sidx}, k});
     replaced_by.push_back(r);
@@ -141,7 +137,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   }
 
   // Costs of the target ops and of the kept ops whose cost can change.
-  std::vector<char> target_absorbed(plan.ops.size(), 0);
+  std::vector<char> target_absorbed(planned.size(), 0);
   if (!f.absorbed.empty()) {
     FusedStepChild child{g, f, m, plan, replaced, replaced_by, removed, gen, target_types, target_absorbed};
     if (footprint) child.judged_by_readers = &read;
@@ -164,8 +160,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     fp.erase(std::unique(fp.begin(), fp.end()), fp.end());
     if (!fp.empty() && fp.front() < 0) fp.erase(fp.begin());
   }
-  for (size_t i = 0; i < plan.ops.size(); ++i)
-    if (plan.ops[i].present) e.cost_units += fused_step_units(target_absorbed[i], target_units[i]);
+  for (size_t i = 0; i < planned.size(); ++i)
+    if (planned[i].present) e.cost_units += fused_step_units(target_absorbed[i], target_units[i]);
   for (int id : recost) {
     const Op& op = g.ops()[id];
     const bool constant = constant_in_child(f, id, gen);

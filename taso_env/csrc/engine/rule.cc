@@ -141,7 +141,8 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
     find_dead_ops(rule, facts, m, plan);
     std::vector<int> footprint;
     Effect e = rewrite_effect(rule, facts, m, plan, model, &footprint);
-    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0, std::move(footprint)};
+    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0, std::move(footprint),
+             plan.target};
     return true;
   }
   return false;
@@ -212,7 +213,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       std::vector<int> footprint;
       Effect e = rewrite_effect(rule, facts, mm, plan, model, footprints ? &footprint : nullptr);
       out.push_back({r, mm.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash,
-                     std::move(footprint)});
+                     std::move(footprint), plan.target});
     }
   }
   return out;
@@ -231,13 +232,30 @@ bool match_at(const RuleSet::Compiled& rule, const GraphFacts& facts, const std:
 
 }  // namespace
 
-bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, int rule_id, const std::vector<int>& location,
-                       int64_t* units, std::vector<int>* footprint) const {
-  const Compiled& rule = *rules_.at(rule_id);
+bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, const Candidate& c,
+                       const std::vector<int>& location, int64_t* units, std::vector<int>* footprint,
+                       std::shared_ptr<const PlannedTarget>* planned) const {
+  const Compiled& rule = *rules_.at(c.rule_id);
+  if (location.size() != rule.source.size()) return false;
   Match m;
   Plan plan;
-  if (location.size() != rule.source.size() || !match_at(rule, facts, location, m, plan)) return false;
+  const PlannedTarget* before = c.planned.get();
+  bool reuse = before && before->model == &model;
+  if (reuse) {
+    m = match_of(rule, facts.graph, location);
+    for (const PlannedOp& po : before->ops)
+      reuse = reuse && (!po.present || po.constant == planned_constant(po, before->ops, facts, m));
+  }
+  if (reuse) {
+    plan.target = c.planned;
+    plan.outputs = rule.target_outputs;
+    if (!creates_no_cycle(rule, facts, m, plan)) return false;
+    find_dead_ops(rule, facts, m, plan);
+  } else if (!match_at(rule, facts, location, m, plan)) {
+    return false;
+  }
   *units = rewrite_effect(rule, facts, m, plan, model, footprint).cost_units;
+  if (planned) *planned = plan.target;
   return true;
 }
 
@@ -276,7 +294,7 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
     auto it = replaced.find(t);
     return it == replaced.end() ? std::make_pair(t.op, t.index) : it->second;
   };
-  int total = n + static_cast<int>(plan.ops.size());
+  int total = n + static_cast<int>(plan.ops().size());
   // Existing nodes in id order (old ops, then the target's), with flat inputs:
   // node k reads (node, index) pairs inputs[start[k] .. start[k + 1]].
   std::vector<int> nodes, index_of(total, -1), start{0};
@@ -294,12 +312,12 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
     for (const TensorRef& t : graph.op(i).inputs) inputs.push_back(resolve(t));
     add_node(i);
   }
-  for (size_t i = 0; i < plan.ops.size(); ++i) {
-    if (!plan.ops[i].present) continue;
-    for (const Ref& r : plan.ops[i].inputs) inputs.push_back(target_node(r));
+  for (size_t i = 0; i < plan.ops().size(); ++i) {
+    if (!plan.ops()[i].present) continue;
+    for (const Ref& r : plan.ops()[i].inputs) inputs.push_back(target_node(r));
     add_node(n + static_cast<int>(i));
   }
-  auto name_of = [&](int k) { return nodes[k] < n ? graph.op(nodes[k]).name : plan.ops[nodes[k] - n].op.name; };
+  auto name_of = [&](int k) { return nodes[k] < n ? graph.op(nodes[k]).name : plan.ops()[nodes[k] - n].op.name; };
   // Topological order over existing nodes (old order kept where possible).
   std::vector<int> deps(inputs.size());
   for (size_t j = 0; j < inputs.size(); ++j) {
@@ -312,7 +330,7 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
   out.reserve(static_cast<int>(nodes.size()));
   for (int k : order) {
     int node = nodes[k];
-    const Op& from = node < n ? graph.op(node) : plan.ops[node - n].op;
+    const Op& from = node < n ? graph.op(node) : plan.ops()[node - n].op;
     Op op;  // a copy of all but the inputs
     op.type = from.type;
     op.name = node < n ? from.name

@@ -141,10 +141,24 @@ struct PlannedOp {
   bool constant = false;
 };
 
-struct Plan {
+// A rule's target planned against a match (plan_target): its ops, each one's input
+// types and, where the graph's facts have a cost model, each one's cost priced alone
+// (cost units; 0 where constant). It reads only the types of the matched ops and of the
+// tensors they read, the values bound to the source's attributes and which of those
+// tensors are constant, so a match whose ops keep their inputs plans the same target
+// while that constant-ness holds (RuleSet::delta_at reuses it).
+struct PlannedTarget {
   std::vector<PlannedOp> ops;
+  std::vector<std::vector<TensorType>> input_types;  // per op (its present inputs)
+  std::vector<int64_t> units;                         // per op, priced by `model`
+  const CostModel* model = nullptr;                   // null: not priced
+};
+
+struct Plan {
+  std::shared_ptr<const PlannedTarget> target;
   std::vector<Ref> outputs;  // per source output
   std::set<int> dead;        // graph ops that become dead
+  const std::vector<PlannedOp>& ops() const { return target->ops; }
 };
 
 
@@ -362,6 +376,12 @@ Match empty_match(const Compiled& rule);
 // depends on the match's outputs).
 bool validate_but_cycle(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan);
 bool creates_no_cycle(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan);
+// Whether the planned op `po` of `ops` is constant, its inputs read as `m` binds them in
+// the graph of `f` (plan_target's rule; a planned target stays valid while it holds).
+bool planned_constant(const PlannedOp& po, const std::vector<PlannedOp>& ops, const GraphFacts& f, const Match& m);
+// The binding of `rule` at `location` (one graph op per source op) known to be a match:
+// its ops and free variables (no attribute values).
+Match match_of(const Compiled& rule, const Graph& g, const std::vector<int>& location);
 
 // A parent graph's rewrite (RuleSet::rewrite): the child, where each parent op went (-1:
 // removed), the child's ops where something changed (built by the target, inputs or

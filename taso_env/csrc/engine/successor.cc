@@ -20,8 +20,9 @@
 // the kept ops whose constant-ness or fused-step verdict it changes or judges again,
 // with their producers and readers. One whose footprint holds an op the rewrite removed
 // or changed has the parent's ops but maybe not its cost delta, so it is priced again at
-// its place (not searched for again: its ops are the parent's); beyond that its cost
-// delta is the parent's. Only whether it still creates no cycle can differ (a path
+// its place (not searched for again: its ops are the parent's, and so is the target it
+// plans while the tensors that target reads keep their constant-ness: RuleSet::delta_at);
+// beyond that its cost delta is the parent's. Only whether it still creates no cycle can differ (a path
 // through the change), so the best carried-over candidates are checked again at their
 // place in the successor, best first, until one applies. What is not seen: a match the
 // parent's cycle check rejected that the rewrite made valid (the parent's candidates hold
@@ -244,14 +245,14 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
     for (size_t k = 0; k < cands.size(); ++k) {
       Carried where = carried(rw, cands[k], &at[k]);
       int64_t units = 0;
-      if (where == Carried::kRepriced && delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);
+      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &units)) offer(units);
       far[k] = where == Carried::kFar;
     }
     for (int k : by_delta) {  // the parent's cost delta stands: best first, until one applies
       if (!far[k]) continue;
       if (s.has_candidates && cands[k].cost_delta_units >= s.best_delta_units) break;
       int64_t units = 0;
-      if (delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);  // false: a cycle through the change
+      if (delta_at(facts, model, cands[k], at[k], &units)) offer(units);  // false: a cycle through the change
     }
     s.best_delta = static_cast<double>(s.best_delta_units) * kCostUnitMs;
     out.push_back(s);

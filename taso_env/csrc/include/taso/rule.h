@@ -61,7 +61,11 @@ struct RuleSpec {
 // was computed from (its ops, the ops it makes dead, the ops whose cost, constant-ness or
 // fused-step verdict it changes or judges again, and their producers and readers),
 // sorted. After another rewrite that changed none of them (RuleSet::step, successors),
-// its cost delta stands.
+// its cost delta stands. `planned` (recorded with a cost delta): the target it was priced
+// with, reused where a later rewrite prices it again (RuleSet::delta_at).
+namespace rule_detail {
+struct PlannedTarget;
+}
 struct Candidate {
   int rule_id = -1;
   std::vector<int> location;
@@ -69,6 +73,7 @@ struct Candidate {
   int64_t cost_delta_units = 0;
   uint64_t child_hash = 0;
   std::vector<int> footprint;
+  std::shared_ptr<const rule_detail::PlannedTarget> planned;
 };
 
 // What one rewrite leads to, for looking one step ahead (RuleSet::successors): the
@@ -182,10 +187,15 @@ class RuleSet {
                                                                  const Enumeration& current);
   // Throws ValueError unless every candidate is of a rule of this set, at ops of `graph`.
   void check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const;
-  // The cost delta (units) of `location` in the graph of `facts` (with `footprint`, and
-  // a fused-step model, its footprint), or false if the rule does not apply there.
-  bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
-                const std::vector<int>& location, int64_t* units, std::vector<int>* footprint = nullptr) const;
+  // The cost delta (units) of `c`, a candidate of the parent graph carried over to
+  // `location` in the graph of `facts` (successor.cc: its ops keep their inputs and
+  // readers), with `footprint` its footprint and with `planned` its planned target, or
+  // false if its rewrite closes a cycle there. Its binding and, but for the cycle check,
+  // its validity are the parent's, so where the tensors its target reads keep their
+  // constant-ness its planned target is reused instead of matched and planned again.
+  bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, const Candidate& c,
+                const std::vector<int>& location, int64_t* units, std::vector<int>* footprint = nullptr,
+                std::shared_ptr<const rule_detail::PlannedTarget>* planned = nullptr) const;
 
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
