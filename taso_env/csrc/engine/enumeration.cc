@@ -69,7 +69,8 @@ bool search_order_kept(const GraphFacts& parent, const std::vector<int>& new_id,
   if (!order_kept(new_id, key, [](int id) { return id; })) return false;
   for (int id : key)
     for (const TensorRef& t : parent.graph.op(id).inputs)
-      if (!order_kept(new_id, parent.consumers[t.op][t.index], [](const std::pair<int, int>& use) { return use.first; }))
+      if (!order_kept(new_id, parent.consumers[t.op][t.index],
+                      [](const std::pair<int, int>& use) { return use.first; }))
         return false;
   return true;
 }
@@ -147,7 +148,8 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
     } else {
       moved.footprint.clear();
       moved.planned.reset();
-      out.cycle_rejected.push_back(std::move(moved));  // its ops and surroundings are the old ones: only a cycle can refuse it
+      // its ops and surroundings are the old ones: only a cycle can refuse it
+      out.cycle_rejected.push_back(std::move(moved));
     }
   };
   for (const Candidate& c : current.candidates) carry(c, true);

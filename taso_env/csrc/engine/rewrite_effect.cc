@@ -54,9 +54,9 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
       target_hash[i] = v;
       e.child_hash += graph_hash::op_term(v);
     }
-    if (!po.constant)
-      target_units[i] = target.model == &model ? target.units[i]
-                                               : cost_units(model.compute_cost_ms(po.op, target.input_types[i]));
+    if (po.constant) continue;
+    const bool priced = target.model == &model;  // (plan_target priced it under the facts' model)
+    target_units[i] = priced ? target.units[i] : cost_units(model.compute_cost_ms(po.op, target.input_types[i]));
   }
   const std::vector<std::vector<TensorType>>& target_types = target.input_types;
 

@@ -141,8 +141,8 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
     find_dead_ops(rule, facts, m, plan);
     std::vector<int> footprint;
     Effect e = rewrite_effect(rule, facts, m, plan, model, &footprint);
-    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0, std::move(footprint),
-             plan.target};
+    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs,
+             e.cost_units, 0, std::move(footprint), plan.target};
     return true;
   }
   return false;
@@ -317,7 +317,9 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
     for (const Ref& r : plan.ops()[i].inputs) inputs.push_back(target_node(r));
     add_node(n + static_cast<int>(i));
   }
-  auto name_of = [&](int k) { return nodes[k] < n ? graph.op(nodes[k]).name : plan.ops()[nodes[k] - n].op.name; };
+  auto name_of = [&](int k) {
+    return nodes[k] < n ? graph.op(nodes[k]).name : plan.ops()[nodes[k] - n].op.name;
+  };
   // Topological order over existing nodes (old order kept where possible).
   std::vector<int> deps(inputs.size());
   for (size_t j = 0; j < inputs.size(); ++j) {

@@ -378,7 +378,8 @@ bool validate_but_cycle(const Compiled& rule, const GraphFacts& f, Match& m, Pla
 bool creates_no_cycle(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan);
 // Whether the planned op `po` of `ops` is constant, its inputs read as `m` binds them in
 // the graph of `f` (plan_target's rule; a planned target stays valid while it holds).
-bool planned_constant(const PlannedOp& po, const std::vector<PlannedOp>& ops, const GraphFacts& f, const Match& m);
+bool planned_constant(const PlannedOp& po, const std::vector<PlannedOp>& ops, const GraphFacts& f,
+                      const Match& m);
 // The binding of `rule` at `location` (one graph op per source op) known to be a match:
 // its ops and free variables (no attribute values).
 Match match_of(const Compiled& rule, const Graph& g, const std::vector<int>& location);

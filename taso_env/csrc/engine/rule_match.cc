@@ -208,9 +208,11 @@ bool internal_tensors_private(const Compiled& rule, const GraphFacts& f, const M
   return true;
 }
 
-bool planned_constant(const PlannedOp& po, const std::vector<PlannedOp>& ops, const GraphFacts& f, const Match& m) {
+bool planned_constant(const PlannedOp& po, const std::vector<PlannedOp>& ops, const GraphFacts& f,
+                      const Match& m) {
   bool all_constant = true;
-  for (const Ref& r : po.inputs) all_constant = all_constant && (r.is_var ? f.constant[m.vars[r.var].op] : ops[r.op].constant);
+  for (const Ref& r : po.inputs)
+    all_constant = all_constant && (r.is_var ? f.constant[m.vars[r.var].op] : ops[r.op].constant);
   return is_constant_op(po.op.type, !po.inputs.empty(), all_constant);
 }
 

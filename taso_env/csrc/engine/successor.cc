@@ -22,27 +22,29 @@
 // or changed has the parent's ops but maybe not its cost delta, so it is priced again at
 // its place (not searched for again: its ops are the parent's, and so is the target it
 // plans while the tensors that target reads keep their constant-ness: RuleSet::delta_at);
-// beyond that its cost delta is the parent's. Only whether it still creates no cycle can differ (a path
-// through the change), so the best carried-over candidates are checked again at their
-// place in the successor, best first, until one applies. What is not seen: a match the
-// parent's cycle check rejected that the rewrite made valid (the parent's candidates hold
-// valid matches only).
+// beyond that its cost delta is the parent's. Only whether it still creates no cycle can
+// differ (a path through the change), so the best carried-over candidates are checked
+// again at their place in the successor, best first, until one applies. What is not
+// seen: a match the parent's cycle check rejected that the rewrite made valid (the
+// parent's candidates hold valid matches only).
 //
 // Where the fresh matches are searched for: a hop goes from an op to the producer of one
 // of its inputs, a reader of one of its outputs or another reader of one of its inputs
-// (hops_from). A source pattern is connected through exactly such links (Compiled's
-// matching order); those every match has are an op reading another's output, and two
-// ops reading one output of a pattern op or one free variable both require. Along them,
-// every pattern op lies within anchor_reach(rule) links of the first-matched one (at most
-// the pattern's size - 1), so every op of a match lies within that many hops of its
-// first-matched op (its anchor), and a match holding a changed op has its anchor within
-// near_radius(rule) = anchor_reach(rule) hops of a changed op: only those anchors are
-// searched from, and of what they find only the matches holding a changed op are kept
-// (the others are the carried-over ones). Where a rule can bind one set of ops in more
-// than one way (two source ops of one type), a full enumeration keeps the first valid
-// binding it finds, anchors in id order: every op that anchors some binding of a set
-// holding a changed op lies within anchor_reach of that op too, so all of them are
-// searched, in id order, and the same binding is kept.
+// (hops_from). Every match has some of those links between its ops: an op reading
+// another's output, two ops reading one output of a pattern op, two ops reading one free
+// variable that one of them requires (bound to a tensor then, which the other must read
+// too: bind_op). The source pattern is connected through those (Compiled's matching
+// order is built from them), and along them every pattern op lies within
+// anchor_reach(rule) links of the first-matched one (at most the pattern's size - 1). So
+// every op of a match lies within that many hops of its first-matched op (its anchor),
+// and a match holding a changed op has its anchor within near_radius(rule) =
+// anchor_reach(rule) hops of one: only those anchors are searched from, and of what they
+// find only the matches holding a changed op are kept (the others are carried over).
+// Where a rule can bind one set of ops in more than one way (two source ops of one
+// type), a full enumeration keeps the first valid binding it finds, anchors in id order:
+// every op that anchors some binding of a set holding a changed op lies within
+// anchor_reach of that op too, so all of them are searched, in id order, and the same
+// binding is kept.
 #include <deque>
 
 #include "rule_internal.h"
@@ -109,11 +111,15 @@ int rule_detail::anchor_reach(const Compiled& rule) {
       if (!r.is_var && r.op == j) return true;
     return false;
   };
-  auto read_one_tensor = [&](int i, int j) {  // both read one op output or one required free variable
+  // Both read one op output, or one free variable that one of them requires (bound to a
+  // tensor then, which the other must read too: bind_op).
+  auto read_one_tensor = [&](int i, int j) {
     for (const Ref& r : rule.source[i].inputs)
       for (const Ref& q : rule.source[j].inputs) {
         if (r.is_var != q.is_var) continue;
-        if (r.is_var ? r.var == q.var && !r.optional && !q.optional : r.op == q.op && r.index == q.index) return true;
+        const bool shared = r.is_var ? r.var == q.var && !(r.optional && q.optional)
+                                     : r.op == q.op && r.index == q.index;
+        if (shared) return true;
       }
     return false;
   };
