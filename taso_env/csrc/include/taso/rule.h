@@ -141,7 +141,8 @@ class RuleSet {
   static std::vector<double> op_costs_ms(const Graph& graph, const CostModel& model, const Enumeration& current);
   // Applies current.candidates[which] to `graph` (whose enumeration `current` is) and
   // returns the graph it leads to; `next` becomes that graph's enumeration, equal to
-  // enumeration(result, model), found by enumerating only near the rewritten ops.
+  // enumeration(result, model), found by enumerating only the matches holding an op the
+  // rewrite changed.
   std::unique_ptr<Graph> step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
                               Enumeration* next) const;
 
