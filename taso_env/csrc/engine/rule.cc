@@ -213,7 +213,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       std::vector<int> footprint;
       Effect e = rewrite_effect(rule, facts, mm, plan, model, footprints ? &footprint : nullptr);
       out.push_back({r, mm.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash,
-                     std::move(footprint), plan.target});
+                     std::move(footprint), footprints ? plan.target : nullptr});
     }
   }
   return out;

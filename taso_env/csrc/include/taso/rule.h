@@ -61,8 +61,8 @@ struct RuleSpec {
 // was computed from (its ops, the ops it makes dead, the ops whose cost, constant-ness or
 // fused-step verdict it changes or judges again, and their producers and readers),
 // sorted. After another rewrite that changed none of them (RuleSet::step, successors),
-// its cost delta stands. `planned` (recorded with a cost delta): the target it was priced
-// with, reused where a later rewrite prices it again (RuleSet::delta_at).
+// its cost delta stands. `planned` (recorded with the footprint): the target it was
+// priced with, reused where a later rewrite prices it again (RuleSet::delta_at).
 namespace rule_detail {
 struct PlannedTarget;
 }
@@ -158,7 +158,7 @@ class RuleSet {
   // (touches_change), searched from the anchors within near_radius(rule) of them, each as
   // the binding of its ops a full enumeration lists. With `rejected`, also the bindings
   // found and rejected only for closing a cycle. With `footprints`, each candidate's
-  // footprint is recorded.
+  // footprint and planned target are recorded (for carrying it through a rewrite).
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                                    const std::vector<int>* near, std::vector<Candidate>* rejected = nullptr,
                                    bool footprints = false) const;
