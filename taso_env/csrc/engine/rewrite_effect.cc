@@ -88,6 +88,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     s.hash.assign(n, 0);
     s.constant.assign(n, 0);
     s.recost.assign(n, 0);
+    s.footprint.assign(n, 0);
     s.absorbed.assign(n, 0);
   }
   const uint32_t gen = ++s.generation;
@@ -151,14 +152,20 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     for (const TensorRef& t : m.vars)
       if (t.op >= 0) read.push_back(t.op);
     std::vector<int>& fp = *footprint;
-    fp = read;
-    for (int id : read) {
-      for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) fp.push_back(f.in_refs[k].op);
-      for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) fp.push_back(f.out_ops[k]);
+    fp.clear();
+    auto note = [&](int id) {  // each op once
+      if (id >= 0 && s.footprint[id] != gen) {
+        s.footprint[id] = gen;
+        fp.push_back(id);
+      }
+    };
+    for (int id : read) note(id);
+    for (size_t k = 0, read_ops = fp.size(); k < read_ops; ++k) {
+      const int id = fp[k];
+      for (int j = f.in_start[id]; j < f.in_start[id + 1]; ++j) note(f.in_refs[j].op);
+      for (int j = f.out_start[id]; j < f.out_start[id + 1]; ++j) note(f.out_ops[j]);
     }
     std::sort(fp.begin(), fp.end());
-    fp.erase(std::unique(fp.begin(), fp.end()), fp.end());
-    if (!fp.empty() && fp.front() < 0) fp.erase(fp.begin());
   }
   for (size_t i = 0; i < planned.size(); ++i)
     if (planned[i].present) e.cost_units += fused_step_units(target_absorbed[i], target_units[i]);

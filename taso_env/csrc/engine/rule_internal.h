@@ -57,7 +57,8 @@ struct GraphFacts {
     std::vector<uint32_t> queued, changed, replaced;
     std::vector<uint64_t> hash;
     std::vector<char> constant;
-    std::vector<uint32_t> recost;  // kept ops priced again (their fused-step verdict judged)
+    std::vector<uint32_t> recost;     // kept ops priced again (their fused-step verdict judged)
+    std::vector<uint32_t> footprint;  // ops already in the footprint being recorded
     std::vector<char> absorbed;    // the child's verdict of those
   };
   mutable Scratch scratch;
