@@ -108,7 +108,7 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
   const GraphFacts& facts = *rw.facts;
   Enumeration out;
   std::vector<Candidate> fresh_rejected;
-  std::vector<Candidate> fresh = enumerate(facts, model, -1, &rw.near, &fresh_rejected, true);
+  std::vector<Candidate> fresh = enumerate(facts, model, -1, &rw, &fresh_rejected, true);
 
   // Carried-over entries of rules binding a set of ops one way only go straight to the
   // new lists; those of rebindable rules are gathered per set of ops first.

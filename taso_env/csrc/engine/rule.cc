@@ -3,6 +3,7 @@
 // rule_match.cc; the compiled form of a rule is in rule_internal.h.
 #include <cstdio>
 #include <functional>
+#include <tuple>
 #include <unordered_map>
 
 #include "rule_internal.h"
@@ -43,6 +44,8 @@ std::string source_key(const Pattern& p) {
 }  // namespace
 
 
+static_assert(kNumOpTypes <= 64, "RuleSet::source_types_ holds a bit per op type");
+
 RuleSet::RuleSet(std::vector<RuleSpec> specs) {
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].id != static_cast<int>(i))
@@ -58,8 +61,13 @@ RuleSet::RuleSet(std::vector<RuleSpec> specs) {
     rules_by_anchor_[static_cast<int>(rules_[r]->source[rules_[r]->order[0]].type)].push_back(r);
   for (int r = 0; r < size(); ++r) {
     std::set<OpType> types;
-    for (const auto& op : rules_[r]->source) types.insert(op.type);
+    uint64_t type_bits = 0;
+    for (const auto& op : rules_[r]->source) {
+      types.insert(op.type);
+      type_bits |= uint64_t{1} << static_cast<int>(op.type);
+    }
     rebindable_.push_back(types.size() < rules_[r]->source.size());
+    source_types_.push_back(type_bits);
     near_radius_.push_back(anchor_reach(*rules_[r]));
     max_near_radius_ = std::max(max_near_radius_, near_radius(r));
   }
@@ -149,10 +157,11 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
 }
 
 std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
-                                          const std::vector<int>* near, std::vector<Candidate>* rejected,
+                                          const Rewritten* change, std::vector<Candidate>* rejected,
                                           bool footprints) const {
-  // With `near`: per op type, its ops within reach of the change (in id order, as in a
+  // With `change`: per op type, its ops within reach of a changed op (in id order, as in a
   // full enumeration: of two matches of the same ops the first found is kept).
+  const std::vector<int>* near = change ? &change->near : nullptr;
   std::vector<std::vector<int>> near_by_type;
   if (near) {
     near_by_type.resize(kNumOpTypes);
@@ -168,7 +177,12 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       if (!present[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
     std::sort(ids.begin(), ids.end());
   }
-  std::unordered_map<int, std::vector<int>> near_anchors;  // (type, reach) -> anchors
+  // (anchor type, reach, the changed ops' types the source has) -> anchors
+  std::map<std::tuple<int, int, uint64_t>, std::vector<int>> near_anchors;
+  uint64_t changed_types = 0;
+  if (change)
+    for (const auto& by_type : change->near_by_changed_type)
+      changed_types |= uint64_t{1} << static_cast<int>(by_type.first);
   std::vector<Candidate> out;
   std::set<std::vector<int>> seen;
   std::vector<char> searched(rules_.size(), 0);     // per source-pattern group (its first rule id)
@@ -180,16 +194,24 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
     if (!searched[g]) {
       searched[g] = 1;
       const std::vector<int>* anchors = nullptr;
-      if (near) {  // the ops of the anchor's type within the rule's reach (listed once per type and reach)
+      if (change) {  // the ops of the anchor's type within the rule's reach of a changed op of a type
+                     // the source has (listed once per anchor type, reach and those types)
+        const auto& by_type = change->near_by_changed_type;
+        const uint64_t kinds = source_types_[r] & changed_types;
         const int type = static_cast<int>(rule.source[rule.order[0]].type), radius = near_radius(r);
-        auto [at, fresh] = near_anchors.try_emplace(type * (max_near_radius_ + 1) + radius);
+        auto [at, fresh] = near_anchors.try_emplace({type, radius, kinds});
+        auto near_kind = [&](int id) {
+          for (const auto& [changed_type, hops] : by_type)
+            if ((kinds >> static_cast<int>(changed_type) & 1) && hops[id] >= 0 && hops[id] <= radius) return true;
+          return false;
+        };
         if (fresh)
           for (int id : near_by_type[type])
-            if ((*near)[id] <= radius) at->second.push_back(id);
+            if (near_kind(id)) at->second.push_back(id);
         if (at->second.empty()) continue;  // no anchor within reach: nothing to search
         anchors = &at->second;
       }
-      std::vector<Match> found_all;  // with `near`, those holding a changed op (the others are carried over)
+      std::vector<Match> found_all;  // with `change`, those holding a changed op (the others are carried over)
       Match m = empty_match(rule);
       search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) {
         if (!near || touches_change(*near, found.ops)) found_all.push_back(found);

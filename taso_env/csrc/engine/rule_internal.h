@@ -395,7 +395,11 @@ struct Rewritten {
   std::vector<int> changed;
   std::vector<char> changed_mask;  // per child op: in `changed`
   std::unique_ptr<GraphFacts> facts;
-  std::vector<int> near;  // hops from `changed` up to every rule's near radius, else -1 (RuleSet::enumerate's `near`)
+  std::vector<int> near;  // hops from `changed` up to every rule's near radius, else -1
+  // Per op type of the changed ops: the hops (as `near`) from the changed ops of that
+  // type. A match holding a changed op holds one of a type its source has, so
+  // RuleSet::enumerate searches only from the anchors near those.
+  std::vector<std::pair<OpType, std::vector<int>>> near_by_changed_type;
 };
 std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius);
 // The most hops (successor.cc) from a match's first-matched op to any other of its ops,

@@ -38,8 +38,9 @@
 // anchor_reach(rule) links of the first-matched one (at most the pattern's size - 1). So
 // every op of a match lies within that many hops of its first-matched op (its anchor),
 // and a match holding a changed op has its anchor within near_radius(rule) =
-// anchor_reach(rule) hops of one: only those anchors are searched from, and of what they
-// find only the matches holding a changed op are kept (the others are carried over).
+// anchor_reach(rule) hops of one, of a type the source has (Rewritten's
+// near_by_changed_type): only those anchors are searched from, and of what they find
+// only the matches holding a changed op are kept (the others are carried over).
 // Where a rule can bind one set of ops in more than one way (two source ops of one
 // type), a full enumeration keeps the first valid binding it finds, anchors in id order:
 // every op that anchors some binding of a set holding a changed op lies within
@@ -190,6 +191,16 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
   r.changed_mask.assign(r.graph->num_ops(), 0);
   for (int id : r.changed) r.changed_mask[id] = 1;
   r.near = hops_from(facts, r.changed, max_near_radius());
+  std::vector<OpType> types;
+  for (int id : r.changed) types.push_back(r.graph->op(id).type);
+  std::sort(types.begin(), types.end());
+  types.erase(std::unique(types.begin(), types.end()), types.end());
+  for (OpType type : types) {
+    std::vector<int> seeds;
+    for (int id : r.changed)
+      if (r.graph->op(id).type == type) seeds.push_back(id);
+    r.near_by_changed_type.push_back({type, hops_from(facts, seeds, max_near_radius())});
+  }
   return r;
 }
 
@@ -245,7 +256,7 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
       }
     };
     // matches are searched for afresh only where the ops changed
-    for (const Candidate& c : enumerate(facts, model, -1, &rw.near)) offer(c.cost_delta_units);
+    for (const Candidate& c : enumerate(facts, model, -1, &rw)) offer(c.cost_delta_units);
     // carried-over candidates: (re)placed in the successor; those whose footprint changed priced again
     std::vector<std::vector<int>> at(cands.size());
     std::vector<char> far(cands.size(), 0);

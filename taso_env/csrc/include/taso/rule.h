@@ -153,14 +153,15 @@ class RuleSet {
   // removed) and, with `added`, which ops of the result the target built.
   Graph apply_to(const rule_detail::GraphFacts& facts, int rule_id, const std::vector<int>& location,
                  std::vector<int>* new_id, std::vector<int>* added) const;
-  // The candidates of the graph of `facts` (all rules or `rule_id`); with `near` (hops
-  // from the ops a rewrite changed, -1 = farther), only matches holding a changed op
-  // (touches_change), searched from the anchors within near_radius(rule) of them, each as
-  // the binding of its ops a full enumeration lists. With `rejected`, also the bindings
+  // The candidates of the graph of `facts` (all rules or `rule_id`); with `change` (the
+  // rewrite that made that graph), only matches holding an op it changed
+  // (touches_change), searched from the anchors within near_radius(rule) of a changed op
+  // of a type the rule's source has, each as the binding of its ops a full enumeration
+  // lists. With `rejected`, also the bindings
   // found and rejected only for closing a cycle. With `footprints`, each candidate's
   // footprint and planned target are recorded (for carrying it through a rewrite).
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
-                                   const std::vector<int>* near, std::vector<Candidate>* rejected = nullptr,
+                                   const rule_detail::Rewritten* change, std::vector<Candidate>* rejected = nullptr,
                                    bool footprints = false) const;
   // `graph` with cands[w] applied, its facts (unchanged ops keep their costs), the ops
   // the rewrite changed and every op's hops from them (up to max_near_radius(); -1 farther).
@@ -206,6 +207,8 @@ class RuleSet {
   // Per rule: some two of its source ops have one type, so one set of graph ops can be
   // bound to it in more than one way (which one is kept depends on the search order).
   std::vector<char> rebindable_;
+  // Per rule: the op types of its source's ops (bit 1 << type; kNumOpTypes <= 64).
+  std::vector<uint64_t> source_types_;
   std::vector<int> near_radius_;  // per rule (near_radius)
   int max_near_radius_ = 0;       // the largest near_radius of any rule
 };
