@@ -119,7 +119,7 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
   };
   std::map<std::pair<int, std::vector<int>>, Bindings> sets;  // (rule, ops in the new graph, sorted) ->
   auto carry = [&](const Candidate& c, bool was_valid) {
-    Candidate moved;  // c in the child: its footprint is mapped or found again below
+    Candidate moved;  // c in the child: its fields, its location mapped, its footprint mapped or found again
     const Carried where = carried(rw, c, &moved.location);
     if (where == Carried::kRemoved || where == Carried::kNear) return;  // gone, or enumerated afresh
     moved.rule_id = c.rule_id;

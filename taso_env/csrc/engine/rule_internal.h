@@ -59,7 +59,7 @@ struct GraphFacts {
     std::vector<char> constant;
     std::vector<uint32_t> recost;     // kept ops priced again (their fused-step verdict judged)
     std::vector<uint32_t> footprint;  // ops already in the footprint being recorded
-    std::vector<char> absorbed;    // the child's verdict of those
+    std::vector<char> absorbed;       // the child's verdict of those
   };
   mutable Scratch scratch;
   // Flat inputs (in_refs[in_start[i] .. in_start[i+1]]) and how each op's constant-ness
