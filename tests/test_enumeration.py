@@ -67,6 +67,73 @@ def test_bindings_rejected_for_a_cycle_are_carried_and_checked_again():
         assert _walk_and_compare(graph, "analytic", steps=6, seed=seed) >= 1
 
 
+def _dead_chain_beside_a_second_match() -> te.Graph:
+    """Mul(Div(a, c), Mul(b, c)) => Mul(a, b) twice: the first's c is the end of a chain
+    Tanh(Tanh(q)) that only it reads (its rewrite kills the chain), and q is also the
+    second's c, so rewriting the second leaves q read by the chain alone: the first's
+    rewrite then kills q too, though q is several hops from its ops."""
+    b = te.GraphBuilder("dead_chain")
+    q = b.relu(b.input("x", [8, 8]))
+
+    def divided_and_multiplied(name: str, c: te.Tensor) -> te.Tensor:
+        a, other = b.input(f"a{name}", [8, 8]), b.input(f"b{name}", [8, 8])
+        return b.mul(b.op("Div", [a, c]), b.mul(other, c))
+
+    b.output(divided_and_multiplied("1", b.tanh(b.tanh(q))), "y1")
+    b.output(divided_and_multiplied("2", q), "y2")
+    return b.build()
+
+
+@pytest.mark.parametrize("model", [TABLE, "analytic"])
+def test_a_carried_candidate_is_priced_again_when_the_rewrite_changes_what_its_rewrite_kills(model):
+    graph = _dead_chain_beside_a_second_match()
+    enum = enumeration(graph, model=model)
+    assert len(enum.candidates) > 1
+    for k in range(len(enum.candidates)):
+        after = step(enum, k)
+        assert _listed(after) == _listed(enumeration(after.graph, model=model)), k
+
+
+def _target_input_made_constant_by_a_rewrite() -> te.Graph:
+    """Mul(Div(a, c), Mul(b, c)) => Mul(a, b) twice: the first's a and b are weights and
+    its c an input, so its rewrite makes k = Relu(first) constant; the second reads k
+    (as its b, beside an input c), so the Mul(a, k) it plans turns constant while its own
+    ops do not."""
+    b = te.GraphBuilder("constant_after_rewrite")
+
+    def divided_and_multiplied(a: te.Tensor, other: te.Tensor, c: te.Tensor) -> te.Tensor:
+        return b.mul(b.op("Div", [a, c]), b.mul(other, c))
+
+    k = b.relu(divided_and_multiplied(b.weight("a1", [8, 8]), b.weight("b1", [8, 8]), b.input("x", [8, 8])))
+    b.output(divided_and_multiplied(b.weight("a2", [8, 8]), k, b.input("x2", [8, 8])), "y")
+    return b.build()
+
+
+@pytest.mark.parametrize("model", [TABLE, "analytic"])
+def test_a_carried_candidate_is_planned_again_where_a_tensor_its_target_reads_turned_constant(model):
+    graph = _target_input_made_constant_by_a_rewrite()
+    enum = enumeration(graph, model=model)
+    for k in range(len(enum.candidates)):
+        after = step(enum, k)
+        assert _listed(after) == _listed(enumeration(after.graph, model=model)), k
+
+
+@pytest.mark.parametrize("model", [TABLE, "analytic"])
+def test_nasrnn_steps_equal_full_enumerations_where_every_cell_reads_the_same_tensors(model):
+    # nasrnn's cells read one input Split and share their weights: every op is a few
+    # hops from every rewrite, so a step carries candidates right beside the change.
+    enum = enumeration(te.graphs.load("nasrnn"), model=model)
+    for _ in range(30):
+        best = min(range(len(enum.candidates)), key=lambda k: enum.candidates[k].cost_delta)
+        picks = {best, len(enum.candidates) // 2, len(enum.candidates) - 1}
+        for k in sorted(picks):
+            after = step(enum, k)
+            assert _listed(after) == _listed(enumeration(after.graph, model=model)), k
+        if enum.candidates[best].cost_delta >= 0:
+            break
+        enum = step(enum, best)
+
+
 def test_a_step_is_one_apply_and_one_enumeration_of_real_work_and_refuses_a_bad_index():
     graph = te.graphs.load("squeezenet1_1")
     enum = enumeration(graph)

@@ -70,7 +70,7 @@ def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
     """Every valid (rule, location) of `graph`, without materialising any graph."""
     real_work.record("candidates")
     raw = _rules(rules).core.candidates(graph._core, _core_model(model), -1 if rule_id is None else rule_id)
-    return [Candidate(r, loc, d) for r, loc, d in raw]
+    return list(map(Candidate._make, raw))
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,10 @@ class Successor:
 
 def successors(enum: Enumeration, which) -> list[Successor]:
     """Looks one rewrite ahead of each of the candidates `which` (indices into
-    `enum.candidates`): each successor is built, but only its matches near the rewritten
-    ops are enumerated; the rest are the enumeration's candidates carried over, priced
-    again only where the rewrite changed an op their cost delta was computed from (their
-    footprint; see taso_env/csrc/engine/successor.cc for what that can miss).
+    `enum.candidates`): each successor is built, but only its matches holding an op the
+    rewrite changed are enumerated; the rest are the enumeration's candidates carried
+    over, priced again only where the rewrite changed an op their cost delta was computed
+    from (their footprint; see taso_env/csrc/engine/successor.cc for what that can miss).
 
     Raises:
         TypeError: `enum` is not an Enumeration (`enumeration(graph)` or a `step`'s).
@@ -114,7 +114,7 @@ class Enumeration:
 
     def __init__(self, graph: Graph, core, rules, model):
         self.graph = graph
-        self.candidates = [Candidate(r, loc, d) for r, loc, d in core.candidates()]
+        self.candidates = list(map(Candidate._make, core.candidates()))  # (rule, location, delta) tuples
         self._core, self._rules, self._model = core, rules, model
 
     def op_costs(self) -> np.ndarray:
@@ -139,8 +139,8 @@ def enumeration(graph: Graph, *, rules=None, model: str | CostModel | None = Non
 
 def step(enum: Enumeration, which: int) -> Enumeration:
     """The enumeration of the graph that `enum.candidates[which]` leads to (its `graph`),
-    equal to a full enumeration of it but found by enumerating only near the rewritten
-    ops (taso_env/csrc/engine/enumeration.cc).
+    equal to a full enumeration of it but found by enumerating only the matches holding an
+    op the rewrite changed (taso_env/csrc/engine/enumeration.cc).
 
     Raises:
         IndexError: `which` is not one of `enum.candidates`.

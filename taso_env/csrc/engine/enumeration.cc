@@ -3,15 +3,15 @@
 // A full enumeration (RuleSet::enumeration) lists every valid (rule, location), sorted
 // by rule and location, and keeps the bindings it rejected only because their rewrite
 // would close a cycle. After a rewrite (RuleSet::step) the new graph's list is:
-//   - matches whose first-matched op lies within near_radius(rule) hops of the ops the
-//     rewrite changed: enumerated afresh (successor.cc says why that radius suffices);
+//   - matches holding an op the rewrite changed: enumerated afresh (successor.cc says
+//     which anchors that search starts from, and why the others stand);
 //   - the others, carried over from the old list (op ids mapped): their ops, inputs and
 //     readers are the old ones, so only whether their rewrite closes a cycle can differ
 //     (a path through the change). One whose inputs are all made before its first op
-//     cannot close one; the others are checked again at their place. Where a cost
-//     model prices fused steps, those whose footprint (the ops their cost delta was
-//     computed from) the rewrite changed are priced again too (successor.cc). The rejected
-//     bindings are checked again the same way: one may have become valid.
+//     cannot close one; the others are checked again at their place. Those whose
+//     footprint (the ops their cost delta was computed from) the rewrite changed are
+//     priced again too (successor.cc). The rejected bindings are checked again the same
+//     way: one may have become valid.
 //   - Where a rule can bind one set of ops in more than one way (two source ops of one
 //     type), which binding a full enumeration keeps is the first valid one in its search
 //     order (anchors in id order, then readers in id order). Where that order or the
@@ -48,28 +48,30 @@ bool surely_acyclic(const GraphFacts& f, const std::vector<int>& location) {
   return true;
 }
 
-// True when `ids` (parent op ids, increasing) keep their order in the child.
-bool order_kept(const std::vector<int>& new_id, const std::vector<int>& ids) {
+// True when the parent op ids `ids` (in increasing order), read through `id_of`, keep
+// their order in the child.
+template <typename Ids, typename IdOf>
+bool order_kept(const std::vector<int>& new_id, const Ids& ids, IdOf id_of) {
   int last = -1;
-  for (int id : ids) {
-    if (new_id[id] < 0) continue;
-    if (new_id[id] < last) return false;
-    last = new_id[id];
+  for (const auto& entry : ids) {
+    const int id = new_id[id_of(entry)];
+    if (id < 0) continue;
+    if (id < last) return false;
+    last = id;
   }
   return true;
 }
 
 // Whether a full enumeration's search meets the ops `key` (parent ids, sorted) and the
-// readers of their inputs in the same order in the child as in the parent.
+// readers of their inputs in the same order in the child as in the parent (a tensor's
+// readers are listed in id order: Graph::consumers).
 bool search_order_kept(const GraphFacts& parent, const std::vector<int>& new_id, const std::vector<int>& key) {
-  if (!order_kept(new_id, key)) return false;
+  if (!order_kept(new_id, key, [](int id) { return id; })) return false;
   for (int id : key)
-    for (const TensorRef& t : parent.graph.op(id).inputs) {
-      std::vector<int> readers;
-      for (const auto& use : parent.consumers[t.op][t.index]) readers.push_back(use.first);
-      std::sort(readers.begin(), readers.end());
-      if (!order_kept(new_id, readers)) return false;
-    }
+    for (const TensorRef& t : parent.graph.op(id).inputs)
+      if (!order_kept(new_id, parent.consumers[t.op][t.index],
+                      [](const std::pair<int, int>& use) { return use.first; }))
+        return false;
   return true;
 }
 
@@ -106,7 +108,7 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
   const GraphFacts& facts = *rw.facts;
   Enumeration out;
   std::vector<Candidate> fresh_rejected;
-  std::vector<Candidate> fresh = enumerate(facts, model, -1, &rw.near, &fresh_rejected, true);
+  std::vector<Candidate> fresh = enumerate(facts, model, -1, &rw, &fresh_rejected, true);
 
   // Carried-over entries of rules binding a set of ops one way only go straight to the
   // new lists; those of rebindable rules are gathered per set of ops first.
@@ -117,30 +119,37 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
   };
   std::map<std::pair<int, std::vector<int>>, Bindings> sets;  // (rule, ops in the new graph, sorted) ->
   auto carry = [&](const Candidate& c, bool was_valid) {
-    Candidate moved = c;
+    Candidate moved;  // c in the child: its fields, its location mapped, its footprint mapped or found again
     const Carried where = carried(rw, c, &moved.location);
     if (where == Carried::kRemoved || where == Carried::kNear) return;  // gone, or enumerated afresh
+    moved.rule_id = c.rule_id;
+    moved.cost_delta = c.cost_delta;
+    moved.cost_delta_units = c.cost_delta_units;
+    moved.child_hash = c.child_hash;
+    moved.planned = c.planned;
     const bool as_is = was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location);
     if (as_is) moved.footprint = moved_footprint(rw, c);
     if (rebindable_[c.rule_id]) {
       Bindings& b = sets[{c.rule_id, sorted_ops(moved.location)}];
       b.order_kept = b.order_kept && search_order_kept(parent, rw.new_id, sorted_ops(c.location));
       b.unchanged = b.unchanged && as_is;
-      b.entries.push_back({moved, was_valid});
+      b.entries.push_back({std::move(moved), was_valid});
       return;
     }
     if (as_is) {
-      out.candidates.push_back(moved);
+      out.candidates.push_back(std::move(moved));
       return;
     }
     int64_t units = 0;
-    if (delta_at(facts, model, c.rule_id, moved.location, &units, &moved.footprint)) {
+    if (delta_at(facts, model, c, moved.location, &units, &moved.footprint, &moved.planned)) {
       moved.cost_delta_units = units;
       moved.cost_delta = static_cast<double>(units) * kCostUnitMs;
-      out.candidates.push_back(moved);
+      out.candidates.push_back(std::move(moved));
     } else {
       moved.footprint.clear();
-      out.cycle_rejected.push_back(moved);  // its ops and surroundings are the old ones: only a cycle can refuse it
+      moved.planned.reset();
+      // its ops and surroundings are the old ones: only a cycle can refuse it
+      out.cycle_rejected.push_back(std::move(moved));
     }
   };
   for (const Candidate& c : current.candidates) carry(c, true);
@@ -160,11 +169,15 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
     for (auto& [c, was_valid] : b.entries) {
       if (again) break;
       int64_t units = 0;
-      bool ok = delta_at(facts, model, c.rule_id, c.location, &units, &c.footprint);
+      bool ok = delta_at(facts, model, c, c.location, &units, &c.footprint, &c.planned);
       again = ok != was_valid;  // a binding turned valid or invalid: the kept one may change
       c.cost_delta_units = units;
       c.cost_delta = static_cast<double>(units) * kCostUnitMs;
-      (ok ? valid : rejected).push_back(c);
+      if (!ok) {
+        c.footprint.clear();
+        c.planned.reset();
+      }
+      (ok ? valid : rejected).push_back(std::move(c));
     }
     if (again) {
       bind_again.insert(set);

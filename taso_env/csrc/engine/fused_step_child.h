@@ -92,7 +92,7 @@ struct FusedStepChild {
     int n = t.target ? 0 : kept_uses(TensorRef{t.op, t.index});
     for (size_t j = 0; j < replaced.size(); ++j)  // kept readers now reading it instead
       if (of_ref(replaced_by[j]) == t) n += kept_uses(replaced[j].first);
-    for (const PlannedOp& po : plan.ops)
+    for (const PlannedOp& po : plan.ops())
       if (po.present)
         for (const Ref& r : po.inputs) n += of_ref(r) == t;
     return n;
@@ -104,8 +104,8 @@ struct FusedStepChild {
     out.uses = uses_in_child(t);
     out.graph_output = graph_output(t);
     if (t.target) {
-      out.op = &plan.ops[t.op].op;
-      out.constant = plan.ops[t.op].constant;
+      out.op = &plan.ops()[t.op].op;
+      out.constant = plan.ops()[t.op].constant;
       out.fused = producer_side(static_cast<Fused>(target_absorbed[t.op]));
       describe_kernel(&out, target_types[t.op]);
     } else {
@@ -141,7 +141,7 @@ struct FusedStepChild {
     for (int r : removed)  // their producers lose a reader
       for (const TensorRef& t : g.ops()[r].inputs)
         if (!removed_op(t.op)) add_readers(t, recost);
-    for (const PlannedOp& po : plan.ops)  // their producers gain one
+    for (const PlannedOp& po : plan.ops())  // their producers gain one
       if (po.present)
         for (const Ref& r : po.inputs)
           if (r.is_var) add_readers(m.vars[r.var], recost);
@@ -153,8 +153,8 @@ struct FusedStepChild {
     std::vector<TensorType> in;
     for (bool again = true; again;) {
       again = false;
-      for (size_t i = 0; i < plan.ops.size(); ++i) {
-        const PlannedOp& po = plan.ops[i];
+      for (size_t i = 0; i < plan.ops().size(); ++i) {
+        const PlannedOp& po = plan.ops()[i];
         if (!po.present || po.constant) continue;
         feeds[0] = feeds[1] = EpilogueFeed{};
         for (size_t k = 0; k < po.inputs.size() && k < 2; ++k) feeds[k] = feed(of_ref(po.inputs[k]));
@@ -198,7 +198,7 @@ struct FusedStepChild {
     ConcatFeed c;
     if (t.op < 0) return c;
     if (t.target) {
-      const PlannedOp& po = plan.ops[t.op];
+      const PlannedOp& po = plan.ops()[t.op];
       c.op = &po.op;
       c.constant = po.constant;
       c.alias = !target_types[t.op].empty() && is_alias(po.op, target_types[t.op][0]);
@@ -221,8 +221,8 @@ struct FusedStepChild {
   // the parent's).
   void judge_concats(std::vector<int>& recost) const {
     std::vector<ConcatFeed> inputs;
-    for (size_t i = 0; i < plan.ops.size(); ++i) {
-      const PlannedOp& po = plan.ops[i];
+    for (size_t i = 0; i < plan.ops().size(); ++i) {
+      const PlannedOp& po = plan.ops()[i];
       if (!po.present || po.constant || po.op.type != OpType::kConcat) continue;
       inputs.clear();
       for (const Ref& r : po.inputs) inputs.push_back(concat_feed(of_ref(r)));
@@ -246,7 +246,7 @@ struct FusedStepChild {
     for (int r : removed)
       for (const TensorRef& t : g.ops()[r].inputs)
         if (!removed_op(t.op)) consider_readers(t);
-    for (const PlannedOp& po : plan.ops)
+    for (const PlannedOp& po : plan.ops())
       if (po.present)
         for (const Ref& r : po.inputs)
           if (r.is_var) consider_readers(m.vars[r.var]);
@@ -296,8 +296,8 @@ struct FusedStepChild {
     if (!t.target) kept_readers(TensorRef{t.op, t.index});
     for (size_t j = 0; j < replaced.size(); ++j)
       if (of_ref(replaced_by[j]) == t) kept_readers(replaced[j].first);
-    for (size_t i = 0; i < plan.ops.size(); ++i) {
-      const PlannedOp& po = plan.ops[i];
+    for (size_t i = 0; i < plan.ops().size(); ++i) {
+      const PlannedOp& po = plan.ops()[i];
       if (!po.present) continue;
       for (const Ref& r : po.inputs)
         if (of_ref(r) == t) {
@@ -309,7 +309,7 @@ struct FusedStepChild {
   }
   bool constant_scalar(const Tensor& t, const TensorType& type) const {
     if (t.op < 0) return false;
-    return is_constant_scalar(t.target ? plan.ops[t.op].op : g.ops()[t.op], type);
+    return is_constant_scalar(t.target ? plan.ops()[t.op].op : g.ops()[t.op], type);
   }
 
   // The ops judged by their readers (taso/epilogue.h), once every producer-side verdict
@@ -317,8 +317,8 @@ struct FusedStepChild {
   // may have changed (added to `recost` where their verdict is no longer the parent's).
   void judge_by_readers(std::vector<int>& recost) const {
     std::vector<ReaderFeed> readers;
-    for (size_t i = 0; i < plan.ops.size(); ++i) {
-      const PlannedOp& po = plan.ops[i];
+    for (size_t i = 0; i < plan.ops().size(); ++i) {
+      const PlannedOp& po = plan.ops()[i];
       if (!po.present || po.constant || target_absorbed[i] || !may_run_in_reader(po.op)) continue;
       bool scalar[2] = {false, false};
       for (size_t k = 0; k < po.inputs.size() && k < 2; ++k)
@@ -342,7 +342,7 @@ struct FusedStepChild {
       for (const auto& use : f.consumers[rep.first.op][rep.first.index]) consider(use.first);
     for (int r : removed)  // they lose a reader
       for (const TensorRef& t : g.ops()[r].inputs) consider(t.op);
-    for (const PlannedOp& po : plan.ops)  // they gain one
+    for (const PlannedOp& po : plan.ops())  // they gain one
       if (po.present)
         for (const Ref& r : po.inputs)
           if (r.is_var) consider(m.vars[r.var].op);

@@ -26,7 +26,6 @@ namespace rule_detail {
 
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
                       const CostModel& model, std::vector<int>* footprint) {
-  if (f.absorbed.empty()) footprint = nullptr;  // no fused steps: a candidate's radius bounds what its delta reads
   const Graph& g = f.graph;
   Effect e;
   e.child_hash = f.graph_hash;
@@ -39,31 +38,27 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     if (f.hashes) e.child_hash -= graph_hash::op_term(f.merkle[id]);
   }
 
-  // Target ops.
-  std::vector<uint64_t> target_hash(plan.ops.size(), 0);
-  std::vector<int64_t> target_units(plan.ops.size(), 0);
-  std::vector<std::vector<TensorType>> target_types(plan.ops.size());
-  for (size_t i = 0; i < plan.ops.size(); ++i) {
-    const PlannedOp& po = plan.ops[i];
+  // Target ops (their input types and costs alone are the plan's).
+  const PlannedTarget& target = *plan.target;
+  const std::vector<PlannedOp>& planned = target.ops;
+  std::vector<uint64_t> target_hash(planned.size(), 0);
+  std::vector<int64_t> target_units(planned.size(), 0);
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const PlannedOp& po = planned[i];
     if (!po.present) continue;
-    std::vector<TensorType> in;
-    in.reserve(po.inputs.size());
-    uint64_t v = f.hashes ? graph_hash::op_local_hash(po.op) : 0;
-    for (const Ref& r : po.inputs) {
-      if (r.is_var) {
-        const TensorRef& t = m.vars[r.var];
-        in.push_back(g.tensor_type(t));
-        if (f.hashes) v = graph_hash::add_input(v, f.merkle[t.op], t.index);
-      } else {
-        in.push_back(plan.ops[r.op].op.outputs[r.index]);
-        if (f.hashes) v = graph_hash::add_input(v, target_hash[r.op], r.index);
-      }
+    if (f.hashes) {
+      uint64_t v = graph_hash::op_local_hash(po.op);
+      for (const Ref& r : po.inputs)
+        v = r.is_var ? graph_hash::add_input(v, f.merkle[m.vars[r.var].op], m.vars[r.var].index)
+                     : graph_hash::add_input(v, target_hash[r.op], r.index);
+      target_hash[i] = v;
+      e.child_hash += graph_hash::op_term(v);
     }
-    target_hash[i] = v;
-    if (f.hashes) e.child_hash += graph_hash::op_term(v);
-    if (!po.constant) target_units[i] = cost_units(model.compute_cost_ms(po.op, in));
-    target_types[i] = std::move(in);
+    if (po.constant) continue;
+    const bool priced = target.model == &model;  // (plan_target priced it under the facts' model)
+    target_units[i] = priced ? target.units[i] : cost_units(model.compute_cost_ms(po.op, target.input_types[i]));
   }
+  const std::vector<std::vector<TensorType>>& target_types = target.input_types;
 
   // Replaced tensors: source output -> what the child reads instead.
   std::vector<std::pair<TensorRef, TensorKey>> replaced;
@@ -76,7 +71,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
       const TensorRef& t = m.vars[r.var];
       k = {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
     } else {
-      k = {target_hash[r.op], r.index, plan.ops[r.op].constant};
+      k = {target_hash[r.op], r.index, planned[r.op].constant};
     }
     replaced.push_back({TensorRef{m.ops[sop], sidx}, k});
     replaced_by.push_back(r);
@@ -93,6 +88,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     s.hash.assign(n, 0);
     s.constant.assign(n, 0);
     s.recost.assign(n, 0);
+    s.footprint.assign(n, 0);
     s.absorbed.assign(n, 0);
   }
   const uint32_t gen = ++s.generation;
@@ -142,29 +138,37 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   }
 
   // Costs of the target ops and of the kept ops whose cost can change.
-  std::vector<char> target_absorbed(plan.ops.size(), 0);
+  std::vector<char> target_absorbed(planned.size(), 0);
   if (!f.absorbed.empty()) {
     FusedStepChild child{g, f, m, plan, replaced, replaced_by, removed, gen, target_types, target_absorbed};
     if (footprint) child.judged_by_readers = &read;
     child.judge(recost);
   }
-  if (footprint) {  // the ops read, their producers and their readers (whose verdicts and uses were read)
+  // The ops read, their producers and their readers (whose verdicts and uses were read):
+  // with the removed ops' producers, those whose readers decide which ops die.
+  if (footprint) {
     read.insert(read.end(), recost.begin(), recost.end());
     read.insert(read.end(), removed.begin(), removed.end());
     for (const TensorRef& t : m.vars)
       if (t.op >= 0) read.push_back(t.op);
     std::vector<int>& fp = *footprint;
-    fp = read;
-    for (int id : read) {
-      for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) fp.push_back(f.in_refs[k].op);
-      for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) fp.push_back(f.out_ops[k]);
+    fp.clear();
+    auto note = [&](int id) {  // each op once
+      if (id >= 0 && s.footprint[id] != gen) {
+        s.footprint[id] = gen;
+        fp.push_back(id);
+      }
+    };
+    for (int id : read) note(id);
+    for (size_t k = 0, read_ops = fp.size(); k < read_ops; ++k) {
+      const int id = fp[k];
+      for (int j = f.in_start[id]; j < f.in_start[id + 1]; ++j) note(f.in_refs[j].op);
+      for (int j = f.out_start[id]; j < f.out_start[id + 1]; ++j) note(f.out_ops[j]);
     }
     std::sort(fp.begin(), fp.end());
-    fp.erase(std::unique(fp.begin(), fp.end()), fp.end());
-    if (!fp.empty() && fp.front() < 0) fp.erase(fp.begin());
   }
-  for (size_t i = 0; i < plan.ops.size(); ++i)
-    if (plan.ops[i].present) e.cost_units += fused_step_units(target_absorbed[i], target_units[i]);
+  for (size_t i = 0; i < planned.size(); ++i)
+    if (planned[i].present) e.cost_units += fused_step_units(target_absorbed[i], target_units[i]);
   for (int id : recost) {
     const Op& op = g.ops()[id];
     const bool constant = constant_in_child(f, id, gen);

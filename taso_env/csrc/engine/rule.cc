@@ -3,6 +3,7 @@
 // rule_match.cc; the compiled form of a rule is in rule_internal.h.
 #include <cstdio>
 #include <functional>
+#include <tuple>
 #include <unordered_map>
 
 #include "rule_internal.h"
@@ -43,6 +44,8 @@ std::string source_key(const Pattern& p) {
 }  // namespace
 
 
+static_assert(kNumOpTypes <= 64, "RuleSet::source_types_ holds a bit per op type");
+
 RuleSet::RuleSet(std::vector<RuleSpec> specs) {
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].id != static_cast<int>(i))
@@ -58,8 +61,14 @@ RuleSet::RuleSet(std::vector<RuleSpec> specs) {
     rules_by_anchor_[static_cast<int>(rules_[r]->source[rules_[r]->order[0]].type)].push_back(r);
   for (int r = 0; r < size(); ++r) {
     std::set<OpType> types;
-    for (const auto& op : rules_[r]->source) types.insert(op.type);
+    uint64_t type_bits = 0;
+    for (const auto& op : rules_[r]->source) {
+      types.insert(op.type);
+      type_bits |= uint64_t{1} << static_cast<int>(op.type);
+    }
     rebindable_.push_back(types.size() < rules_[r]->source.size());
+    source_types_.push_back(type_bits);
+    near_radius_.push_back(anchor_reach(*rules_[r]));
     max_near_radius_ = std::max(max_near_radius_, near_radius(r));
   }
 }
@@ -103,7 +112,7 @@ bool first_valid_match(const RuleSet::Compiled& rule, const GraphFacts& facts, c
     Match mm = found;
     Plan p;
     if (validate(rule, facts, mm, p)) {
-      m = mm;
+      m = std::move(mm);
       plan = std::move(p);
       ok = true;
     } else if (cycle_rejected && closes_only_a_cycle(rule, facts, found)) {
@@ -120,24 +129,6 @@ std::function<bool(const Match&)> binds_ops(const std::vector<int>& key) {
     std::sort(ops.begin(), ops.end());
     return ops == key;
   };
-}
-
-// Of the bindings of `key`'s ops (sorted), the valid one a full enumeration keeps: the
-// first found, anchors in id order. `m` is the binding found from an anchor within
-// `radius` of `near`; where an earlier anchor of the same ops lies outside (not searched
-// from), a binding from it comes first (a merge of three MatMuls matched in another
-// order, with another cost delta). False if no binding is valid.
-bool first_valid_binding(const RuleSet::Compiled& rule, const GraphFacts& facts, const std::vector<int>& near,
-                         int radius, const std::vector<int>& key, Match& m, Plan& plan) {
-  const int anchor = m.ops[rule.order[0]];
-  const OpType type = rule.source[rule.order[0]].type;
-  for (int first : key) {
-    if (first >= anchor) break;
-    if (facts.graph.op(first).type != type || (near[first] >= 0 && near[first] <= radius)) continue;
-    const std::vector<int> from{first};
-    if (first_valid_match(rule, facts, nullptr, &from, binds_ops(key), m, plan)) return true;
-  }
-  return validate(rule, facts, m, plan);
 }
 
 }  // namespace
@@ -158,17 +149,19 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
     find_dead_ops(rule, facts, m, plan);
     std::vector<int> footprint;
     Effect e = rewrite_effect(rule, facts, m, plan, model, &footprint);
-    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, 0, std::move(footprint)};
+    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs,
+             e.cost_units, 0, std::move(footprint), plan.target};
     return true;
   }
   return false;
 }
 
 std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostModel& model, int rule_id,
-                                          const std::vector<int>* near, std::vector<Candidate>* rejected,
+                                          const Rewritten* change, std::vector<Candidate>* rejected,
                                           bool footprints) const {
-  // With `near`: per op type, its ops within reach of the change (in id order, as in a
+  // With `change`: per op type, its ops within reach of a changed op (in id order, as in a
   // full enumeration: of two matches of the same ops the first found is kept).
+  const std::vector<int>* near = change ? &change->near : nullptr;
   std::vector<std::vector<int>> near_by_type;
   if (near) {
     near_by_type.resize(kNumOpTypes);
@@ -184,7 +177,12 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       if (!present[t].empty()) ids.insert(ids.end(), rules_by_anchor_[t].begin(), rules_by_anchor_[t].end());
     std::sort(ids.begin(), ids.end());
   }
-  std::unordered_map<int, std::vector<int>> near_anchors;  // (type, reach) -> anchors
+  // (anchor type, reach, the changed ops' types the source has) -> anchors
+  std::map<std::tuple<int, int, uint64_t>, std::vector<int>> near_anchors;
+  uint64_t changed_types = 0;
+  if (change)
+    for (const auto& by_type : change->near_by_changed_type)
+      changed_types |= uint64_t{1} << static_cast<int>(by_type.first);
   std::vector<Candidate> out;
   std::set<std::vector<int>> seen;
   std::vector<char> searched(rules_.size(), 0);     // per source-pattern group (its first rule id)
@@ -196,18 +194,28 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
     if (!searched[g]) {
       searched[g] = 1;
       const std::vector<int>* anchors = nullptr;
-      if (near) {  // the ops of the anchor's type within the rule's reach (listed once per type and reach)
+      if (change) {  // the ops of the anchor's type within the rule's reach of a changed op of a type
+                     // the source has (listed once per anchor type, reach and those types)
+        const auto& by_type = change->near_by_changed_type;
+        const uint64_t kinds = source_types_[r] & changed_types;
         const int type = static_cast<int>(rule.source[rule.order[0]].type), radius = near_radius(r);
-        auto [at, fresh] = near_anchors.try_emplace(type * (max_near_radius_ + 1) + radius);
+        auto [at, fresh] = near_anchors.try_emplace({type, radius, kinds});
+        auto near_kind = [&](int id) {
+          for (const auto& [changed_type, hops] : by_type)
+            if ((kinds >> static_cast<int>(changed_type) & 1) && hops[id] >= 0 && hops[id] <= radius) return true;
+          return false;
+        };
         if (fresh)
           for (int id : near_by_type[type])
-            if ((*near)[id] <= radius) at->second.push_back(id);
+            if (near_kind(id)) at->second.push_back(id);
         if (at->second.empty()) continue;  // no anchor within reach: nothing to search
         anchors = &at->second;
       }
-      std::vector<Match> found_all;
+      std::vector<Match> found_all;  // with `change`, those holding a changed op (the others are carried over)
       Match m = empty_match(rule);
-      search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) { found_all.push_back(found); }, anchors);
+      search_matches(rule, facts, 0, m, nullptr, [&](const Match& found) {
+        if (!near || touches_change(*near, found.ops)) found_all.push_back(found);
+      }, anchors);
       if (!found_all.empty()) group_matches.emplace(g, std::move(found_all));
     }
     auto group = group_matches.find(g);
@@ -218,8 +226,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       if (seen.count(key)) continue;
       Match mm = found;
       Plan plan;
-      if (near ? !first_valid_binding(rule, facts, *near, near_radius(r), key, mm, plan)
-               : !validate(rule, facts, mm, plan)) {
+      if (!validate(rule, facts, mm, plan)) {  // (each binding of these ops is found, in full-search order)
         if (rejected && closes_only_a_cycle(rule, facts, found)) rejected->push_back({r, found.ops});
         continue;
       }
@@ -228,7 +235,7 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       std::vector<int> footprint;
       Effect e = rewrite_effect(rule, facts, mm, plan, model, footprints ? &footprint : nullptr);
       out.push_back({r, mm.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash,
-                     std::move(footprint)});
+                     std::move(footprint), footprints ? plan.target : nullptr});
     }
   }
   return out;
@@ -247,13 +254,30 @@ bool match_at(const RuleSet::Compiled& rule, const GraphFacts& facts, const std:
 
 }  // namespace
 
-bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, int rule_id, const std::vector<int>& location,
-                       int64_t* units, std::vector<int>* footprint) const {
-  const Compiled& rule = *rules_.at(rule_id);
+bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, const Candidate& c,
+                       const std::vector<int>& location, int64_t* units, std::vector<int>* footprint,
+                       std::shared_ptr<const PlannedTarget>* planned) const {
+  const Compiled& rule = *rules_.at(c.rule_id);
+  if (location.size() != rule.source.size()) return false;
   Match m;
   Plan plan;
-  if (location.size() != rule.source.size() || !match_at(rule, facts, location, m, plan)) return false;
+  const PlannedTarget* before = c.planned.get();
+  bool reuse = before && before->model == &model;
+  if (reuse) {
+    m = match_of(rule, facts.graph, location);
+    for (const PlannedOp& po : before->ops)
+      reuse = reuse && (!po.present || po.constant == planned_constant(po, before->ops, facts, m));
+  }
+  if (reuse) {
+    plan.target = c.planned;
+    plan.outputs = rule.target_outputs;
+    if (!creates_no_cycle(rule, facts, m, plan)) return false;
+    find_dead_ops(rule, facts, m, plan);
+  } else if (!match_at(rule, facts, location, m, plan)) {
+    return false;
+  }
   *units = rewrite_effect(rule, facts, m, plan, model, footprint).cost_units;
+  if (planned) *planned = plan.target;
   return true;
 }
 
@@ -292,7 +316,7 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
     auto it = replaced.find(t);
     return it == replaced.end() ? std::make_pair(t.op, t.index) : it->second;
   };
-  int total = n + static_cast<int>(plan.ops.size());
+  int total = n + static_cast<int>(plan.ops().size());
   // Existing nodes in id order (old ops, then the target's), with flat inputs:
   // node k reads (node, index) pairs inputs[start[k] .. start[k + 1]].
   std::vector<int> nodes, index_of(total, -1), start{0};
@@ -310,12 +334,14 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
     for (const TensorRef& t : graph.op(i).inputs) inputs.push_back(resolve(t));
     add_node(i);
   }
-  for (size_t i = 0; i < plan.ops.size(); ++i) {
-    if (!plan.ops[i].present) continue;
-    for (const Ref& r : plan.ops[i].inputs) inputs.push_back(target_node(r));
+  for (size_t i = 0; i < plan.ops().size(); ++i) {
+    if (!plan.ops()[i].present) continue;
+    for (const Ref& r : plan.ops()[i].inputs) inputs.push_back(target_node(r));
     add_node(n + static_cast<int>(i));
   }
-  auto name_of = [&](int k) { return nodes[k] < n ? graph.op(nodes[k]).name : plan.ops[nodes[k] - n].op.name; };
+  auto name_of = [&](int k) {
+    return nodes[k] < n ? graph.op(nodes[k]).name : plan.ops()[nodes[k] - n].op.name;
+  };
   // Topological order over existing nodes (old order kept where possible).
   std::vector<int> deps(inputs.size());
   for (size_t j = 0; j < inputs.size(); ++j) {
@@ -328,7 +354,7 @@ Graph RuleSet::apply_to(const GraphFacts& facts, int rule_id, const std::vector<
   out.reserve(static_cast<int>(nodes.size()));
   for (int k : order) {
     int node = nodes[k];
-    const Op& from = node < n ? graph.op(node) : plan.ops[node - n].op;
+    const Op& from = node < n ? graph.op(node) : plan.ops()[node - n].op;
     Op op;  // a copy of all but the inputs
     op.type = from.type;
     op.name = node < n ? from.name

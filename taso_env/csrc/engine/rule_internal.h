@@ -57,8 +57,9 @@ struct GraphFacts {
     std::vector<uint32_t> queued, changed, replaced;
     std::vector<uint64_t> hash;
     std::vector<char> constant;
-    std::vector<uint32_t> recost;  // kept ops priced again (their fused-step verdict judged)
-    std::vector<char> absorbed;    // the child's verdict of those
+    std::vector<uint32_t> recost;     // kept ops priced again (their fused-step verdict judged)
+    std::vector<uint32_t> footprint;  // ops already in the footprint being recorded
+    std::vector<char> absorbed;       // the child's verdict of those
   };
   mutable Scratch scratch;
   // Flat inputs (in_refs[in_start[i] .. in_start[i+1]]) and how each op's constant-ness
@@ -141,10 +142,24 @@ struct PlannedOp {
   bool constant = false;
 };
 
-struct Plan {
+// A rule's target planned against a match (plan_target): its ops, each one's input
+// types and, where the graph's facts have a cost model, each one's cost priced alone
+// (cost units; 0 where constant). It reads only the types of the matched ops and of the
+// tensors they read, the values bound to the source's attributes and which of those
+// tensors are constant, so a match whose ops keep their inputs plans the same target
+// while that constant-ness holds (RuleSet::delta_at reuses it).
+struct PlannedTarget {
   std::vector<PlannedOp> ops;
+  std::vector<std::vector<TensorType>> input_types;  // per op (its present inputs)
+  std::vector<int64_t> units;                         // per op, priced by `model`
+  const CostModel* model = nullptr;                   // null: not priced
+};
+
+struct Plan {
+  std::shared_ptr<const PlannedTarget> target;
   std::vector<Ref> outputs;  // per source output
   std::set<int> dead;        // graph ops that become dead
+  const std::vector<PlannedOp>& ops() const { return target->ops; }
 };
 
 
@@ -349,9 +364,8 @@ void find_dead_ops(const Compiled& rule, const GraphFacts& f, const Match& m, Pl
 // What applying a validated match would do, computed without building the child graph
 // (rewrite_effect.cc): the exact change of the graph cost in cost units (removed ops,
 // added ops, and ops downstream whose constant-ness changes) and, when the facts carry
-// hashes, the child's graph hash. With `footprint` and a model with fused steps, also the
-// ops (sorted ids) whose facts the cost change was computed from (Candidate::footprint;
-// left empty otherwise).
+// hashes, the child's graph hash. With `footprint`, also the ops (sorted ids) whose facts
+// the cost change was computed from (Candidate::footprint).
 struct Effect {
   int64_t cost_units = 0;
   uint64_t child_hash = 0;
@@ -363,6 +377,13 @@ Match empty_match(const Compiled& rule);
 // depends on the match's outputs).
 bool validate_but_cycle(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan);
 bool creates_no_cycle(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan);
+// Whether the planned op `po` of `ops` is constant, its inputs read as `m` binds them in
+// the graph of `f` (plan_target's rule; a planned target stays valid while it holds).
+bool planned_constant(const PlannedOp& po, const std::vector<PlannedOp>& ops, const GraphFacts& f,
+                      const Match& m);
+// The binding of `rule` at `location` (one graph op per source op) known to be a match:
+// its ops and free variables (no attribute values).
+Match match_of(const Compiled& rule, const Graph& g, const std::vector<int>& location);
 
 // A parent graph's rewrite (RuleSet::rewrite): the child, where each parent op went (-1:
 // removed), the child's ops where something changed (built by the target, inputs or
@@ -374,9 +395,18 @@ struct Rewritten {
   std::vector<int> changed;
   std::vector<char> changed_mask;  // per child op: in `changed`
   std::unique_ptr<GraphFacts> facts;
-  std::vector<int> near;  // hops from `changed` up to every rule's near radius, else -1 (RuleSet::enumerate's `near`)
+  std::vector<int> near;  // hops from `changed` up to every rule's near radius, else -1
+  // Per op type of the changed ops: the hops (as `near`) from the changed ops of that
+  // type. A match holding a changed op holds one of a type its source has, so
+  // RuleSet::enumerate searches only from the anchors near those.
+  std::vector<std::pair<OpType, std::vector<int>>> near_by_changed_type;
 };
 std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius);
+// The most hops (successor.cc) from a match's first-matched op to any other of its ops,
+// along the links every match of `rule`'s source pattern has: at most its size - 1.
+int anchor_reach(const Compiled& rule);
+// Whether one of `ops` is an op a rewrite changed (hops 0 in `near`, Rewritten::near).
+bool touches_change(const std::vector<int>& near, const std::vector<int>& ops);
 
 }  // namespace rule_detail
 }  // namespace taso

@@ -208,37 +208,48 @@ bool internal_tensors_private(const Compiled& rule, const GraphFacts& f, const M
   return true;
 }
 
-// Builds the target against the match; false if it is invalid (shape or type errors).
+bool planned_constant(const PlannedOp& po, const std::vector<PlannedOp>& ops, const GraphFacts& f,
+                      const Match& m) {
+  bool all_constant = true;
+  for (const Ref& r : po.inputs)
+    all_constant = all_constant && (r.is_var ? f.constant[m.vars[r.var].op] : ops[r.op].constant);
+  return is_constant_op(po.op.type, !po.inputs.empty(), all_constant);
+}
+
+// Builds the target against the match (priced by the facts' model, if any); false if it
+// is invalid (shape or type errors).
 bool plan_target(const Compiled& rule, const GraphFacts& f, const Match& m, Plan& plan) {
   MatchTensors tensors(rule, m, f.graph);
   const auto& tops = rule.spec.target.ops;
-  plan.ops.resize(tops.size());
+  auto target = std::make_shared<PlannedTarget>();
+  std::vector<PlannedOp>& ops = target->ops;
+  ops.resize(tops.size());
+  target->input_types.resize(tops.size());
   for (size_t i = 0; i < tops.size(); ++i) {
-    PlannedOp& po = plan.ops[i];
+    PlannedOp& po = ops[i];
     po.op.type = rule.target_types[i];
     po.op.name = rule.spec.name + "." + tops[i].name;
-    std::vector<TensorType> in_types;
-    bool all_constant = true;
+    std::vector<TensorType>& in_types = target->input_types[i];
     for (const Ref& r : rule.target_inputs[i]) {
-      bool absent = r.is_var ? m.vars[r.var].op < 0 : !plan.ops[r.op].present;
+      bool absent = r.is_var ? m.vars[r.var].op < 0 : !ops[r.op].present;
       if (absent) {
         if (r.optional) continue;  // "name?": drop the input
         po.present = false;        // "name": drop the op
         break;
       }
       if (r.is_var) {
-        TensorRef t = m.vars[r.var];
-        in_types.push_back(f.graph.tensor_type(t));
-        all_constant = all_constant && f.constant[t.op];
+        in_types.push_back(f.graph.tensor_type(m.vars[r.var]));
       } else {
-        const auto& outs = plan.ops[r.op].op.outputs;
+        const auto& outs = ops[r.op].op.outputs;
         if (r.index >= static_cast<int>(outs.size())) return false;
         in_types.push_back(outs[r.index]);
-        all_constant = all_constant && plan.ops[r.op].constant;
       }
       po.inputs.push_back(r);
     }
-    if (!po.present) continue;
+    if (!po.present) {
+      in_types.clear();
+      continue;
+    }
     for (const auto& kv : tops[i].attrs) {
       Value v = evaluate(kv.second, m.values, tensors, rule.spec.name);
       if (v.is_float) po.op.attrs.floats[kv.first] = v.number;
@@ -249,7 +260,7 @@ bool plan_target(const Compiled& rule, const GraphFacts& f, const Match& m, Plan
     } catch (const Error&) {
       return false;
     }
-    po.constant = is_constant_op(po.op.type, !po.inputs.empty(), all_constant);
+    po.constant = planned_constant(po, ops, f, m);
   }
   plan.outputs = rule.target_outputs;
   for (size_t i = 0; i < rule.source_outputs.size(); ++i) {
@@ -259,11 +270,19 @@ bool plan_target(const Compiled& rule, const GraphFacts& f, const Match& m, Plan
     if (r.is_var) {
       TensorRef t = m.vars[r.var];
       if (t.op < 0 || !(f.graph.tensor_type(t) == want)) return false;
-    } else if (!plan.ops[r.op].present || r.index >= static_cast<int>(plan.ops[r.op].op.outputs.size()) ||
-               !(plan.ops[r.op].op.outputs[r.index] == want)) {
+    } else if (!ops[r.op].present || r.index >= static_cast<int>(ops[r.op].op.outputs.size()) ||
+               !(ops[r.op].op.outputs[r.index] == want)) {
       return false;
     }
   }
+  if (f.model) {
+    target->model = f.model;
+    target->units.assign(ops.size(), 0);
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].present && !ops[i].constant)
+        target->units[i] = cost_units(f.model->compute_cost_ms(ops[i].op, target->input_types[i]));
+  }
+  plan.target = std::move(target);
   return true;
 }
 
@@ -278,7 +297,7 @@ bool creates_no_cycle(const Compiled& /*rule*/, const GraphFacts& f, const Match
     if (std::find(m.ops.begin(), m.ops.end(), op) != m.ops.end()) reads_matched = true;
     if (op > first) watch.insert(op);
   };
-  for (const PlannedOp& po : plan.ops)
+  for (const PlannedOp& po : plan.ops())
     if (po.present)
       for (const Ref& r : po.inputs) consider(r);
   for (const Ref& r : plan.outputs) consider(r);
@@ -306,7 +325,7 @@ bool creates_no_cycle(const Compiled& /*rule*/, const GraphFacts& f, const Match
 void find_dead_ops(const Compiled& /*rule*/, const GraphFacts& f, const Match& m, Plan& plan) {
   std::set<int> removed(m.ops.begin(), m.ops.end());
   std::set<int> kept_by_target;
-  for (const PlannedOp& po : plan.ops)
+  for (const PlannedOp& po : plan.ops())
     if (po.present)
       for (const Ref& r : po.inputs)
         if (r.is_var) kept_by_target.insert(m.vars[r.var].op);
@@ -343,6 +362,21 @@ Match empty_match(const Compiled& rule) {
   Match m;
   m.ops.assign(rule.source.size(), -1);
   m.vars.assign(rule.var_names.size(), TensorRef{-2, 0});
+  return m;
+}
+
+Match match_of(const Compiled& rule, const Graph& g, const std::vector<int>& location) {
+  Match m = empty_match(rule);
+  m.ops = location;
+  for (size_t p = 0; p < rule.source.size(); ++p) {
+    const auto& inputs = g.op(location[p]).inputs;
+    for (size_t slot = 0; slot < rule.source[p].inputs.size(); ++slot) {
+      const Ref& r = rule.source[p].inputs[slot];
+      if (!r.is_var) continue;
+      if (slot < inputs.size()) m.vars[r.var] = inputs[slot];
+      else if (m.vars[r.var].op == -2) m.vars[r.var] = {-1, 0};  // an absent optional input
+    }
+  }
   return m;
 }
 

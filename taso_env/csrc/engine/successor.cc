@@ -1,32 +1,51 @@
 // Looking one rewrite ahead without enumerating the whole successor graph.
 //
-// A rewrite changes the graph only around the ops it replaced. Its successor's
-// candidates are therefore of two kinds:
-//   - matches near the change (their first-matched op within `radius` hops of it):
-//     enumerated afresh in the successor, exactly;
-//   - matches farther away: the same ops, inputs and readers as in the parent, so the
-//     parent's candidates carried over (op ids mapped into the successor).
-// A hop goes from an op to the producer of one of its inputs, a reader of one of its
-// outputs or another reader of one of its inputs; a source pattern is connected through
-// exactly those links (Compiled's matching order), so a match of k ops lies within k - 1
-// hops of its first-matched op. The change is seeded by the ops the target built, the
-// kept ops whose inputs changed and the producers that lost a reader: every op whose
-// inputs or readers differ from the parent's is among them (an op the target reads is a
-// producer of a replaced op's input). With radius k (near_radius), a carried-over match
-// contains no seed and no producer of its inputs is one (the ops its rewrite could make
-// dead keep their readers), so its cost delta is the parent's.
-// Only whether it still creates no cycle can differ (a path through the change), so the
-// best carried-over candidates are checked again at their place in the successor, best
-// first, until one applies. What is not seen: a match the parent's cycle check rejected
-// that the rewrite made valid (the parent's candidates hold valid matches only).
-// Where ops run in one another's steps (a cost model with fused steps), a match's cost
-// delta also reads the steps of ops a few hops beyond it: a carried-over candidate whose
-// footprint (the ops its cost delta was computed from, Candidate::footprint) holds an op
-// the rewrite removed or changed (built, inputs or readers changed, fused-step verdict or
-// constant-ness changed) has the parent's ops but maybe not its cost delta, so it is
-// priced again at its place (not searched for again: its ops are the parent's). Under a
-// model without fused steps a candidate has no footprint: beyond the radius its cost
-// delta is the parent's.
+// A rewrite changes the graph only around the ops it replaced. The changed ops are the
+// ops the target built, the kept ops whose inputs changed, the producers that lost a
+// reader, and the kept ops whose fused-step verdict or constant-ness changed: every op
+// whose inputs or readers differ from the parent's is among them (an op the target
+// reads, or a kept op now reads in place of a replaced tensor, is a producer of a
+// replaced op's input). The successor's candidates are therefore of two kinds:
+//   - matches holding a changed op (touches_change): enumerated afresh in the successor,
+//     exactly;
+//   - the others: each of their ops is kept with the parent's inputs and readers, so they
+//     are bindings of the parent too, and every fact their validity reads but the cycle
+//     check is the parent's: the types of their ops and of the tensors they read, the
+//     readers of their ops' outputs and which of those are graph outputs (a tensor that
+//     becomes a graph output replaces one that a changed op produced). So the parent's
+//     candidates are carried over (op ids mapped into the successor).
+// Where a carried-over match's cost delta can differ, its footprint says so: the ops its
+// cost delta was computed from (Candidate::footprint; rewrite_effect): its ops and the
+// ops it makes dead, with their producers (whose readers decide which of them die), and
+// the kept ops whose constant-ness or fused-step verdict it changes or judges again,
+// with their producers and readers. One whose footprint holds an op the rewrite removed
+// or changed has the parent's ops but maybe not its cost delta, so it is priced again at
+// its place (not searched for again: its ops are the parent's, and so is the target it
+// plans while the tensors that target reads keep their constant-ness: RuleSet::delta_at);
+// beyond that its cost delta is the parent's. Only whether it still creates no cycle can
+// differ (a path through the change), so the best carried-over candidates are checked
+// again at their place in the successor, best first, until one applies. What is not
+// seen: a match the parent's cycle check rejected that the rewrite made valid (the
+// parent's candidates hold valid matches only).
+//
+// Where the fresh matches are searched for: a hop goes from an op to the producer of one
+// of its inputs, a reader of one of its outputs or another reader of one of its inputs
+// (hops_from). Every match has some of those links between its ops: an op reading
+// another's output, two ops reading one output of a pattern op, two ops reading one free
+// variable that one of them requires (bound to a tensor then, which the other must read
+// too: bind_op). The source pattern is connected through those (Compiled's matching
+// order is built from them), and along them every pattern op lies within
+// anchor_reach(rule) links of the first-matched one (at most the pattern's size - 1). So
+// every op of a match lies within that many hops of its first-matched op (its anchor),
+// and a match holding a changed op has its anchor within near_radius(rule) =
+// anchor_reach(rule) hops of one, of a type the source has (Rewritten's
+// near_by_changed_type): only those anchors are searched from, and of what they find
+// only the matches holding a changed op are kept (the others are carried over).
+// Where a rule can bind one set of ops in more than one way (two source ops of one
+// type), a full enumeration keeps the first valid binding it finds, anchors in id order:
+// every op that anchors some binding of a set holding a changed op lies within
+// anchor_reach of that op too, so all of them are searched, in id order, and the same
+// binding is kept.
 #include <deque>
 
 #include "rule_internal.h"
@@ -86,7 +105,51 @@ std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std:
 
 }  // namespace
 
-int RuleSet::near_radius(int rule_id) const { return static_cast<int>(rules_[rule_id]->source.size()); }
+int rule_detail::anchor_reach(const Compiled& rule) {
+  const int n = static_cast<int>(rule.source.size());
+  auto reads = [&](int i, int j) {  // pattern op i reads an output of pattern op j
+    for (const Ref& r : rule.source[i].inputs)
+      if (!r.is_var && r.op == j) return true;
+    return false;
+  };
+  // Both read one op output, or one free variable that one of them requires (bound to a
+  // tensor then, which the other must read too: bind_op).
+  auto read_one_tensor = [&](int i, int j) {
+    for (const Ref& r : rule.source[i].inputs)
+      for (const Ref& q : rule.source[j].inputs) {
+        if (r.is_var != q.is_var) continue;
+        const bool shared = r.is_var ? r.var == q.var && !(r.optional && q.optional)
+                                     : r.op == q.op && r.index == q.index;
+        if (shared) return true;
+      }
+    return false;
+  };
+  std::vector<int> dist(n, -1);
+  std::vector<int> queue{rule.order[0]};
+  dist[rule.order[0]] = 0;
+  for (size_t k = 0; k < queue.size(); ++k) {
+    const int i = queue[k];
+    for (int j = 0; j < n; ++j)
+      if (dist[j] < 0 && (reads(i, j) || reads(j, i) || read_one_tensor(i, j))) {
+        dist[j] = dist[i] + 1;
+        queue.push_back(j);
+      }
+  }
+  int reach = 0;
+  for (int d : dist) {
+    if (d < 0) rule.fail("the source pattern is not connected");  // (Compiled checks this first)
+    reach = std::max(reach, d);
+  }
+  return reach;
+}
+
+bool rule_detail::touches_change(const std::vector<int>& near, const std::vector<int>& ops) {
+  for (int id : ops)
+    if (near[id] == 0) return true;
+  return false;
+}
+
+int RuleSet::near_radius(int rule_id) const { return near_radius_[rule_id]; }
 
 int RuleSet::max_near_radius() const { return max_near_radius_; }
 
@@ -128,6 +191,16 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
   r.changed_mask.assign(r.graph->num_ops(), 0);
   for (int id : r.changed) r.changed_mask[id] = 1;
   r.near = hops_from(facts, r.changed, max_near_radius());
+  std::vector<OpType> types;
+  for (int id : r.changed) types.push_back(r.graph->op(id).type);
+  std::sort(types.begin(), types.end());
+  types.erase(std::unique(types.begin(), types.end()), types.end());
+  for (OpType type : types) {
+    std::vector<int> seeds;
+    for (int id : r.changed)
+      if (r.graph->op(id).type == type) seeds.push_back(id);
+    r.near_by_changed_type.push_back({type, hops_from(facts, seeds, max_near_radius())});
+  }
   return r;
 }
 
@@ -137,8 +210,7 @@ RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, std::
     if (rw.new_id[id] < 0) return Carried::kRemoved;
     at->push_back(rw.new_id[id]);
   }
-  const int anchor_hops = rw.near[(*at)[rules_[c.rule_id]->order[0]]];
-  if (anchor_hops >= 0 && anchor_hops <= near_radius(c.rule_id)) return Carried::kNear;
+  if (touches_change(rw.near, *at)) return Carried::kNear;
   for (int id : c.footprint)
     if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]]) return Carried::kRepriced;
   return Carried::kFar;
@@ -148,7 +220,8 @@ std::vector<int> RuleSet::moved_footprint(const Rewritten& rw, const Candidate& 
   std::vector<int> out;
   out.reserve(c.footprint.size());
   for (int id : c.footprint) out.push_back(rw.new_id[id]);
-  std::sort(out.begin(), out.end());
+  // (kept ops keep their order where the rewrite lets them: mostly sorted already)
+  if (!std::is_sorted(out.begin(), out.end())) std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -183,21 +256,21 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
       }
     };
     // matches are searched for afresh only where the ops changed
-    for (const Candidate& c : enumerate(facts, model, -1, &rw.near)) offer(c.cost_delta_units);
+    for (const Candidate& c : enumerate(facts, model, -1, &rw)) offer(c.cost_delta_units);
     // carried-over candidates: (re)placed in the successor; those whose footprint changed priced again
     std::vector<std::vector<int>> at(cands.size());
     std::vector<char> far(cands.size(), 0);
     for (size_t k = 0; k < cands.size(); ++k) {
       Carried where = carried(rw, cands[k], &at[k]);
       int64_t units = 0;
-      if (where == Carried::kRepriced && delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);
+      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &units)) offer(units);
       far[k] = where == Carried::kFar;
     }
     for (int k : by_delta) {  // the parent's cost delta stands: best first, until one applies
       if (!far[k]) continue;
       if (s.has_candidates && cands[k].cost_delta_units >= s.best_delta_units) break;
       int64_t units = 0;
-      if (delta_at(facts, model, cands[k].rule_id, at[k], &units)) offer(units);  // false: a cycle through the change
+      if (delta_at(facts, model, cands[k], at[k], &units)) offer(units);  // false: a cycle through the change
     }
     s.best_delta = static_cast<double>(s.best_delta_units) * kCostUnitMs;
     out.push_back(s);

@@ -48,7 +48,8 @@ class Graph {
   const std::vector<TensorRef>& outputs() const { return outputs_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
 
-  // consumers()[op][index] lists the (consumer op, input slot) pairs of each output.
+  // consumers()[op][index] lists the (consumer op, input slot) pairs of each output, in
+  // consumer id order (then slot order).
   std::vector<std::vector<std::vector<std::pair<int, int>>>> consumers() const;
   // Ops in a topological order (always valid for a Graph; kept for callers that
   // reorder or check).

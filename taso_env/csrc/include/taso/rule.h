@@ -57,11 +57,15 @@ struct RuleSpec {
 // A place where a rule applies: the graph ops matched by the source pattern's ops, in
 // pattern order, and the change of the graph cost if applied: exact, in cost units
 // (kCostUnitMs), and in ms. `child_hash` is the applied graph's hash() when asked for.
-// `footprint` (recorded by enumeration() and step() where the cost model prices fused
-// steps; else empty): the ops whose facts its cost delta was computed from (its ops, the
-// ops it makes dead, the ops whose cost or fused-step verdict it changes or judges again,
-// and their producers and readers), sorted. After another rewrite that changed none of
-// them (RuleSet::step, successors), its cost delta stands.
+// `footprint` (recorded by enumeration() and step()): the ops whose facts its cost delta
+// was computed from (its ops, the ops it makes dead, the ops whose cost, constant-ness or
+// fused-step verdict it changes or judges again, and their producers and readers),
+// sorted. After another rewrite that changed none of them (RuleSet::step, successors),
+// its cost delta stands. `planned` (recorded with the footprint): the target it was
+// priced with, reused where a later rewrite prices it again (RuleSet::delta_at).
+namespace rule_detail {
+struct PlannedTarget;
+}
 struct Candidate {
   int rule_id = -1;
   std::vector<int> location;
@@ -69,6 +73,7 @@ struct Candidate {
   int64_t cost_delta_units = 0;
   uint64_t child_hash = 0;
   std::vector<int> footprint;
+  std::shared_ptr<const rule_detail::PlannedTarget> planned;
 };
 
 // What one rewrite leads to, for looking one step ahead (RuleSet::successors): the
@@ -120,8 +125,8 @@ class RuleSet {
 
   // For each candidate current.candidates[w], w in `which` (`current`: enumeration(graph,
   // model) or a step's), the graph it leads to and the best cost delta among that graph's
-  // candidates, without enumerating the whole successor (successor.cc): matches near the
-  // rewritten region are enumerated afresh, the rest are current's candidates carried
+  // candidates, without enumerating the whole successor (successor.cc): matches holding
+  // an op the rewrite changed are enumerated afresh, the rest are current's candidates carried
   // over: those whose footprint the rewrite changed priced again, of the others the best
   // checked again at its place in the successor.
   std::vector<Successor> successors(const Graph& graph, const CostModel& model, const Enumeration& current,
@@ -136,7 +141,8 @@ class RuleSet {
   static std::vector<double> op_costs_ms(const Graph& graph, const CostModel& model, const Enumeration& current);
   // Applies current.candidates[which] to `graph` (whose enumeration `current` is) and
   // returns the graph it leads to; `next` becomes that graph's enumeration, equal to
-  // enumeration(result, model), found by enumerating only near the rewritten ops.
+  // enumeration(result, model), found by enumerating only the matches holding an op the
+  // rewrite changed.
   std::unique_ptr<Graph> step(const Graph& graph, const CostModel& model, const Enumeration& current, int which,
                               Enumeration* next) const;
 
@@ -147,20 +153,22 @@ class RuleSet {
   // removed) and, with `added`, which ops of the result the target built.
   Graph apply_to(const rule_detail::GraphFacts& facts, int rule_id, const std::vector<int>& location,
                  std::vector<int>* new_id, std::vector<int>* added) const;
-  // The candidates of the graph of `facts` (all rules or `rule_id`); with `near` (hops
-  // from a changed region, -1 = farther), only matches whose first-matched op is within
-  // near_radius(rule) of it, each as the binding of its ops a full enumeration lists.
-  // With `rejected`, also the bindings found and rejected only for closing a cycle. With
-  // `footprints` (and a fused-step model), each candidate's footprint is recorded.
+  // The candidates of the graph of `facts` (all rules or `rule_id`); with `change` (the
+  // rewrite that made that graph), only matches holding an op it changed
+  // (touches_change), searched from the anchors within near_radius(rule) of a changed op
+  // of a type the rule's source has, each as the binding of its ops a full enumeration
+  // lists. With `rejected`, also the bindings
+  // found and rejected only for closing a cycle. With `footprints`, each candidate's
+  // footprint and planned target are recorded (for carrying it through a rewrite).
   std::vector<Candidate> enumerate(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
-                                   const std::vector<int>* near, std::vector<Candidate>* rejected = nullptr,
+                                   const rule_detail::Rewritten* change, std::vector<Candidate>* rejected = nullptr,
                                    bool footprints = false) const;
   // `graph` with cands[w] applied, its facts (unchanged ops keep their costs), the ops
   // the rewrite changed and every op's hops from them (up to max_near_radius(); -1 farther).
   rule_detail::Rewritten rewrite(const rule_detail::GraphFacts& parent, const CostModel& model,
                                  const Candidate& c) const;
   // Where a candidate of the parent lands in `rw`'s child (its ops mapped into `at`):
-  // the rewrite removed some of its ops, it is found afresh (anchored near the change),
+  // the rewrite removed some of its ops, it is found afresh (it holds a changed op),
   // it is carried over but priced again (the rewrite changed an op of its footprint), or
   // carried as is.
   enum class Carried { kRemoved, kNear, kRepriced, kFar };
@@ -172,8 +180,8 @@ class RuleSet {
   // closing a cycle; false if none is valid (rule.cc).
   bool kept_binding(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
                     const std::vector<int>& key, Candidate* kept, std::vector<Candidate>* rejected) const;
-  // How far from a changed region a rule's match can have its first-matched op while
-  // it, or a producer of its inputs, lies in the region (successor.cc): its source size.
+  // How far from a changed op a rule's match holding it can have its first-matched op
+  // (successor.cc): anchor_reach of its source pattern.
   int near_radius(int rule_id) const;
   int max_near_radius() const;
   // The facts of `graph` under `model`: `current`'s where they are that graph's, else built.
@@ -181,10 +189,15 @@ class RuleSet {
                                                                  const Enumeration& current);
   // Throws ValueError unless every candidate is of a rule of this set, at ops of `graph`.
   void check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const;
-  // The cost delta (units) of `location` in the graph of `facts` (with `footprint`, and
-  // a fused-step model, its footprint), or false if the rule does not apply there.
-  bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, int rule_id,
-                const std::vector<int>& location, int64_t* units, std::vector<int>* footprint = nullptr) const;
+  // The cost delta (units) of `c`, a candidate of the parent graph carried over to
+  // `location` in the graph of `facts` (successor.cc: its ops keep their inputs and
+  // readers), with `footprint` its footprint and with `planned` its planned target, or
+  // false if its rewrite closes a cycle there. Its binding and, but for the cycle check,
+  // its validity are the parent's, so where the tensors its target reads keep their
+  // constant-ness its planned target is reused instead of matched and planned again.
+  bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, const Candidate& c,
+                const std::vector<int>& location, int64_t* units, std::vector<int>* footprint = nullptr,
+                std::shared_ptr<const rule_detail::PlannedTarget>* planned = nullptr) const;
 
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it
@@ -194,7 +207,10 @@ class RuleSet {
   // Per rule: some two of its source ops have one type, so one set of graph ops can be
   // bound to it in more than one way (which one is kept depends on the search order).
   std::vector<char> rebindable_;
-  int max_near_radius_ = 0;  // the largest near_radius of any rule
+  // Per rule: the op types of its source's ops (bit 1 << type; kNumOpTypes <= 64).
+  std::vector<uint64_t> source_types_;
+  std::vector<int> near_radius_;  // per rule (near_radius)
+  int max_near_radius_ = 0;       // the largest near_radius of any rule
 };
 
 }  // namespace taso
