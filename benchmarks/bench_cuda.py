@@ -220,8 +220,8 @@ def main(argv=None) -> int:
                              "of those (noise_floor) against the candidates' (measured_spread) says whether "
                              "their ranking is measurable at all")
     parser.add_argument("--executors-per-graph", type=int, default=1,
-                        help="measure each graph by this many fresh executors and take the median (the same graph "
-                             "differs by up to a few percent between executors: docs/gpu.md)")
+                        help="measure each graph in this many rounds, by a fresh executor each, and take the "
+                             "middle (the same graph differs by up to a few percent between executors: docs/gpu.md)")
     parser.add_argument("--order", default="interleaved", choices=im.ORDERS,
                         help="interleaved: each round measures every graph once, in a new random order; "
                              "sequential: all executors of one graph, then the next (taso_env.gpu."
