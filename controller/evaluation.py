@@ -225,7 +225,6 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         (out_dir / "graphs").mkdir(exist_ok=True)
         graph.export_onnx(out_dir / "graphs" / f"{label}__original.onnx")
         feeds = random_feeds(graph, config.seed)
-        measured_original = backend.measure(graph) if backend else None
         for agent in config.agents:
             done = out_dir / "rows" / f"{label}__{agent}.json"
             key = _resume_key(config, run_dir, agent, graph)
@@ -271,7 +270,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {label}: {report}")
             best.export_onnx(out_dir / "graphs" / f"{label}__{agent}.onnx")
-            measured = backend.measure(best) if backend else None
+            measured_original, measured = backend.measure_pair(graph, best) if backend else (None, None)
             rows.append(Row(graph=label, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(),
                             final_cost_ms=best.cost(), speedup=graph.cost() / best.cost(),
                             optimisation_s=seconds, model_load_s=load_s, steps=steps, best_step=best_step,
@@ -316,14 +315,15 @@ def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str, graph) -> 
 
 class _Measurer:
     """Measured end-to-end runtimes (ms) with the CUDA backend: CUDA-graph replay, the
-    middle of five fresh executors' medians, each with its tensors placed anew
-    (taso_env/gpu/interleaved_measurement.py)."""
+    original and an agent's graph measured side by side in five interleaved rounds, each
+    by fresh executors with their tensors placed anew (taso_env/gpu/interleaved_measurement.py)."""
 
     def __init__(self, interleaved_measurement):
         self.im = interleaved_measurement
 
-    def measure(self, graph) -> float:
-        return float(self.im.middle(self.im.measure_interleaved([graph], rounds=5)[0]))
+    def measure_pair(self, original, optimised) -> tuple[float, float]:
+        runs = self.im.measure_interleaved([original, optimised], rounds=5)
+        return float(self.im.middle(runs[0])), float(self.im.middle(runs[1]))
 
 
 def _cuda_backend():
