@@ -94,7 +94,10 @@ def _curve_plot(curves: dict[str, list[dict]], out_dir: Path) -> None:
     ax.set_xscale("symlog")
     ax.set_xlabel("real environment steps used in training")
     ax.set_ylabel("mean estimated speedup (training graphs)")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # no learned agent evaluated: an empty plot, no legend
+        ax.legend(fontsize=8)
+    else:
+        ax.set_title("no learned agent evaluated", fontsize=9)
     fig.tight_layout()
     fig.savefig(out_dir / "quality_vs_real_steps.png", dpi=110)
     plt.close(fig)
