@@ -95,6 +95,12 @@ def test_optimize_with_a_run_that_is_not_there_or_with_a_method_too_is_a_typed_e
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_measuring_in_no_rounds_is_a_typed_error_before_any_gpu_is_needed(tmp_path):
+    result = _rlflow("measure", "squeezenet1_1", "--rounds", "0", cwd=tmp_path)
+    assert result.returncode == 2 and "--rounds" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_scripts_are_faces_of_the_commands():
     for script in sorted((REPO / "scripts").glob("*.py")):
         text = script.read_text()
