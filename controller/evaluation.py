@@ -322,7 +322,7 @@ class _Measurer:
         self.im = interleaved_measurement
 
     def measure_pair(self, original, optimised) -> tuple[float, float]:
-        runs = self.im.measure_interleaved([original, optimised], rounds=5)
+        runs = self.im.measure_interleaved([original, optimised], rounds=5, warmup=10, repeats=50)
         return float(self.im.middle(runs[0])), float(self.im.middle(runs[1]))
 
 

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     import taso_env as te
     from taso_env.engine.report import markdown_table
     from taso_env.errors import ConfigError
@@ -54,10 +56,8 @@ def run(args: argparse.Namespace) -> int:
     search = {"skipped": "no convolutions"}
     if with_convs:
         search = search_convolutions_in_child(args, graphs=with_convs, dims=dims)
-    from tqdm import tqdm
-
     with tqdm(total=len(graphs) * args.rounds, desc="measuring", unit="executor") as bar:
-        runs = interleaved_measurement.measure_interleaved(graphs, rounds=args.rounds, repeats=args.repeats,
+        runs = interleaved_measurement.measure_interleaved(graphs, rounds=args.rounds, warmup=10, repeats=args.repeats,
                                                            math=args.math, opaque="host",
                                                            on_measured=lambda *_: bar.update())
     device = cuda_backend.device_name()
