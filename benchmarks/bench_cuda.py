@@ -124,8 +124,8 @@ def bench_model(name: str, model, args) -> dict:
     g = te.load_onnx(name) if name.endswith(".onnx") else te.graphs.build(name, seed=None)
     opaque = "host" if any(o.type == "Opaque" for o in g.ops) else "error"
     r = te.search(g, "backtracking", budget=args.budget, model=model)
-    orig_ms, opt_ms = (im.middle(each) for each in im.measure_interleaved(
-        [g, r.graph], rounds=5, repeats=30, seed=args.measure_seed, math=args.math, opaque=opaque))
+    orig_ms, opt_ms = im.measure_side_by_side([g, r.graph], warmup=3, repeats=30, seed=args.measure_seed,
+                                              math=args.math, opaque=opaque)
     graphs = [g] + cost_table.random_rewrites(g, args.candidates, seed=args.seed)
     if hasattr(model, "reset_counters"):
         model.reset_counters()

@@ -270,7 +270,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {label}: {report}")
             best.export_onnx(out_dir / "graphs" / f"{label}__{agent}.onnx")
-            measured_original, measured = backend.measure_pair(graph, best) if backend else (None, None)
+            measured_original, measured = backend([graph, best]) if backend else (None, None)
             rows.append(Row(graph=label, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(),
                             final_cost_ms=best.cost(), speedup=graph.cost() / best.cost(),
                             optimisation_s=seconds, model_load_s=load_s, steps=steps, best_step=best_step,
@@ -313,25 +313,14 @@ def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str, graph) -> 
                       sort_keys=True, default=str)
 
 
-class _Measurer:
-    """Measured end-to-end runtimes (ms) with the CUDA backend: CUDA-graph replay, the
-    original and an agent's graph measured side by side in five interleaved rounds, each
-    by fresh executors with their tensors placed anew (taso_env/gpu/interleaved_measurement.py)."""
-
-    def __init__(self, interleaved_measurement):
-        self.im = interleaved_measurement
-
-    def measure_pair(self, original, optimised) -> tuple[float, float]:
-        runs = self.im.measure_interleaved([original, optimised], rounds=5, warmup=10, repeats=50)
-        return float(self.im.middle(runs[0])), float(self.im.middle(runs[1]))
-
-
 def _cuda_backend():
+    """The CUDA backend's side-by-side measurement (the original and an agent's graph in
+    interleaved rounds: taso_env/gpu/interleaved_measurement.py), or None where there is none."""
     try:
         from taso_env.gpu import cuda_backend, interleaved_measurement
     except ImportError:
         return None
-    return _Measurer(interleaved_measurement) if cuda_backend.available() else None
+    return interleaved_measurement.measure_side_by_side if cuda_backend.available() else None
 
 
 __all__ = ["AGENTS", "EvalConfig", "Row", "evaluate", "markdown"]

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if with_convs:
         search = search_convolutions_in_child(args, graphs=with_convs, dims=dims)
     with tqdm(total=len(graphs) * args.rounds, desc="measuring", unit="executor") as bar:
-        runs = interleaved_measurement.measure_interleaved(graphs, rounds=args.rounds, warmup=10, repeats=args.repeats,
+        runs = interleaved_measurement.measure_interleaved(graphs, rounds=args.rounds, repeats=args.repeats,
                                                            math=args.math, opaque="host",
                                                            on_measured=lambda *_: bar.update())
     device = cuda_backend.device_name()

@@ -152,8 +152,8 @@ def _measure(original, optimised, math: str) -> dict[str, float]:
     from taso_env.gpu import interleaved_measurement as im
 
     opaque = "host" if any(o.type == "Opaque" for o in original.ops) else "error"
-    runs = im.measure_interleaved([original, optimised], rounds=5, warmup=10, repeats=50, math=math, opaque=opaque)
-    measured = {"original": im.middle(runs[0]), "optimised": im.middle(runs[1])}
+    measured = dict(zip(("original", "optimised"), im.measure_side_by_side([original, optimised], math=math,
+                                                                          opaque=opaque)))
     print(f"measured on {cuda_backend.device_name()} ({math}, CUDA-graph replay, 5 interleaved rounds, median): "
           f"{measured['original']:.4f} ms -> {measured['optimised']:.4f} ms "
           f"(speedup {measured['original'] / measured['optimised']:.3f}x)")

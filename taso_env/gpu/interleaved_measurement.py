@@ -3,6 +3,7 @@
     from taso_env.gpu import interleaved_measurement as im
     runs = im.measure_interleaved([g0, g1, g2], rounds=8)   # runs[i][r]: graph i, round r (ms)
     ms = [im.middle(r) for r in runs]
+    ms = im.measure_side_by_side([original, optimised])      # the same, five rounds
 
 Rewrites of a transformer move its runtime by a few tenths of a percent, and two things
 move a measurement by as much without the graph changing:
@@ -47,7 +48,7 @@ def middle(values: Sequence[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def measure_interleaved(graphs: Sequence[Graph], *, rounds: int = 5, warmup: int = 3, repeats: int = 30,
+def measure_interleaved(graphs: Sequence[Graph], *, rounds: int = 5, warmup: int = 10, repeats: int = 50,
                         order: str = "interleaved", placements: str = "random", seed: int = 0,
                         on_measured: Callable[[int, int, float], None] | None = None,
                         **executor_kwargs) -> list[list[float]]:
@@ -74,6 +75,12 @@ def measure_interleaved(graphs: Sequence[Graph], *, rounds: int = 5, warmup: int
         if on_measured is not None:
             on_measured(i, r, runs[i][r])
     return runs
+
+
+def measure_side_by_side(graphs: Sequence[Graph], **kwargs) -> list[float]:
+    """Per graph: its runtime (ms), the middle of its rounds (`measure_interleaved`, same
+    arguments)."""
+    return [middle(each) for each in measure_interleaved(graphs, **kwargs)]
 
 
 def schedule(num_graphs: int, rounds: int, *, order: str = "interleaved", placements: str = "random",
