@@ -284,3 +284,43 @@ def test_channel_concat_inputs_are_written_in_place(math, monkeypatch):
             steps[shared, nested, fuse] = n
     assert steps[False, False, "1"] == steps[True, False, "1"] - 1
     assert steps[False, True, "1"] == steps[False, False, "1"] + 1  # the extra branch's convolution only
+
+
+def test_constants_that_compute_the_same_value_are_stored_once():
+    from taso_env.engine.builder import GraphBuilder
+
+    def build(second_concat_of: str) -> te.Graph:
+        """x @ concat(w1, w2) and relu(x) @ concat(...): a second Concat of the same weights
+        (one merge per RNN step), of the weights swapped (another value), or none (the
+        first Concat read twice)."""
+        b = GraphBuilder(f"concats_{second_concat_of}", seed=0)
+        x = b.input("x", [1, 256])
+        w1, w2 = b.weight("w1", [256, 256]), b.weight("w2", [256, 256])
+        first = b.concat([w1, w2], 1)
+        second = {"same": lambda: b.concat([w1, w2], 1), "swapped": lambda: b.concat([w2, w1], 1),
+                  "none": lambda: first}[second_concat_of]()
+        b.output(b.add(b.matmul(x, first), b.matmul(b.relu(x), second)), "y")
+        return b.build()
+
+    arena = {}
+    for kind in ("same", "swapped", "none"):
+        g = build(kind)
+        feeds = g.random_inputs(0)
+        with cb.Executor(g) as ex:
+            assert_close(ex.run(feeds), reference.run(g, feeds), RTOL, kind)
+            arena[kind] = ex.arena_bytes
+    concat_bytes = 256 * 512 * 4
+    assert arena["same"] == arena["none"]
+    assert arena["swapped"] == arena["none"] + concat_bytes
+
+
+def test_nasrnn_greedy_graph_stores_each_merged_weight_once_and_computes_the_same():
+    g = te.graphs.build("nasrnn", seed=0)
+    best = te.search(g, "greedy", model="table:h100_fp32").graph
+    feeds = g.random_inputs(0)
+    assert_close(cb.run(best, feeds), reference.run(g, feeds), RTOL, "nasrnn greedy")
+    weights = sum(int(np.prod(o.outputs[0].shape)) * 4 for o in g.weight_ops)  # 16 MiB
+    with cb.Executor(best) as ex:
+        # the merges fold 191 MiB of constants (Concats of weights, one per step, and the
+        # Concats inside them), 62 MiB of them distinct values; activations take < 2 MiB
+        assert ex.arena_bytes < weights + 64 * 2**20

@@ -309,6 +309,12 @@ class Executor:
         return self._ex.num_steps
 
     @property
+    def arena_bytes(self) -> int:
+        """Device memory of the executor's tensors (sources, constants and activations;
+        a constant that computes what another computes is stored once)."""
+        return self._ex.arena_bytes
+
+    @property
     def fused_ops(self) -> int:
         """Ops that run no step of their own (epilogues, chains, views, in-place Concats)."""
         return self._ex.fused_ops

@@ -9,8 +9,10 @@
 #include <numeric>
 #include <set>
 
+#include "constant_sharing.h"
 #include "kernels.h"
 #include "step_plan.h"
+#include "tuning.h"  // validate_plan
 #include "taso/cost_model.h"
 #include "taso/errors.h"
 
@@ -25,26 +27,6 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   uint64_t h = 1469598103934665603ULL ^ seed;
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
   return h;
-}
-
-// Checks a tuning plan against the graph (ops exist, knobs fit the op, values in range).
-void validate_plan(const Graph& graph, const std::map<int, OpPlan>& plan) {
-  for (const auto& [id, p] : plan) {
-    if (id < 0 || id >= graph.num_ops())
-      throw IndexError("tuning plan names op id " + std::to_string(id) + ", the graph has " +
-                       std::to_string(graph.num_ops()) + " ops");
-    const Op& op = graph.op(id);
-    bool conv = op.type == OpType::kConv2D;
-    if (!conv && (p.conv_algo >= 0 || p.fuse == 0))
-      throw ValueError("tuning plan: op '" + op.name + "' is a " + op_type_name(op.type) +
-                       ", not a Conv2D: it has no convolution algorithm or epilogue fusion to choose");
-    if (p.threads != 0 && (p.threads < 32 || p.threads > 1024 || p.threads % 32 != 0))
-      throw ValueError("tuning plan: op '" + op.name + "': threads per block must be a multiple of 32 in [32, 1024], got " +
-                       std::to_string(p.threads));
-    if (p.items_per_thread < 0 || p.items_per_thread > 64)
-      throw ValueError("tuning plan: op '" + op.name + "': elements per thread must be in [1, 64], got " +
-                       std::to_string(p.items_per_thread));
-  }
 }
 
 // What the buffer-slicing decisions below read: per op, as the executor decided it.
@@ -131,7 +113,8 @@ std::vector<std::vector<size_t>> in_place_concat_inputs(const SliceFacts& f) {
 }  // namespace
 
 Executor::Executor(const Graph& graph, ExecutorOptions options)
-    : graph_(graph), options_(std::move(options)), res_(std::make_unique<StepResources>()) {
+    : graph_(share_equal_constants(graph, options.host_fed_ops)), options_(std::move(options)),
+      res_(std::make_unique<StepResources>()) {
   Context& ctx = context();
   const int n_ops = graph_.num_ops();
   validate_plan(graph_, options_.plan);

@@ -40,6 +40,25 @@ GraphView view_of(const Graph& graph, const std::vector<int>& host_fed_ops) {
 
 }  // namespace
 
+void validate_plan(const Graph& graph, const std::map<int, OpPlan>& plan) {
+  for (const auto& [id, p] : plan) {
+    if (id < 0 || id >= graph.num_ops())
+      throw IndexError("tuning plan names op id " + std::to_string(id) + ", the graph has " +
+                       std::to_string(graph.num_ops()) + " ops");
+    const Op& op = graph.op(id);
+    bool conv = op.type == OpType::kConv2D;
+    if (!conv && (p.conv_algo >= 0 || p.fuse == 0))
+      throw ValueError("tuning plan: op '" + op.name + "' is a " + op_type_name(op.type) +
+                       ", not a Conv2D: it has no convolution algorithm or epilogue fusion to choose");
+    if (p.threads != 0 && (p.threads < 32 || p.threads > 1024 || p.threads % 32 != 0))
+      throw ValueError("tuning plan: op '" + op.name + "': threads per block must be a multiple of 32 in [32, 1024], got " +
+                       std::to_string(p.threads));
+    if (p.items_per_thread < 0 || p.items_per_thread > 64)
+      throw ValueError("tuning plan: op '" + op.name + "': elements per thread must be in [1, 64], got " +
+                       std::to_string(p.items_per_thread));
+  }
+}
+
 std::vector<FusionSite> fusion_sites(const Graph& graph, const std::vector<int>& host_fed_ops) {
   GraphView v = view_of(graph, host_fed_ops);
   FusionPlan plan = plan_conv_fusions(graph, v.needed, v.host_fed, v.constant);

@@ -3,13 +3,19 @@
 // cuDNN choices. Plans themselves go in through ExecutorOptions::plan (executor.h).
 #pragma once
 
+#include <map>
 #include <vector>
 
+#include "executor.h"  // OpPlan
 #include "library_ops.h"
 #include "taso/graph.h"
 
 namespace taso {
 namespace cuda {
+
+// Checks a tuning plan against the graph (ops exist, knobs fit the op, values in range);
+// throws IndexError / ValueError naming the op.
+void validate_plan(const Graph& graph, const std::map<int, OpPlan>& plan);
 
 // The ConvConfig of Conv2D `op` with inputs `in`, with the given executor epilogue.
 ConvConfig make_conv_config(const Op& op, const std::vector<TensorType>& in, bool residual, int activation,
