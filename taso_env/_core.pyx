@@ -233,6 +233,11 @@ cdef class CoreCostModel:
         """The graph cost as an exact integer of cost units (1e-12 ms), as search sums it."""
         return deref(self.cptr()).graph_cost_units(deref(graph.g))
 
+    @property
+    def prices_weight_residency(self):
+        """Whether graph costs include the weight-residency term (taso/weight_residency.h)."""
+        return deref(self.cptr()).prices_weight_residency()
+
 
 cdef class AnalyticModel(CoreCostModel):
     """The roofline cost model on a named device profile."""
@@ -260,9 +265,11 @@ cdef class AnalyticModel(CoreCostModel):
 cdef class TableModel(CoreCostModel):
     """Measured op costs by signature (taso/table_cost_model.h), analytic fallback."""
 
-    def __cinit__(self, profile="h100", bint fused_epilogues=True):  # fused: taso/epilogue.h's ops cost nothing
+    def __cinit__(self, profile="h100", bint fused_epilogues=True, bint weight_residency=True):
+        # fused: taso/epilogue.h's ops cost nothing; weight_residency: taso/weight_residency.h's term
         self.model.reset(new TableCostModel(device_profile(_s(profile))))
         deref(self.model).set_fused_epilogues(fused_epilogues)
+        deref(self.model).set_weight_residency(weight_residency)
         self.ptr = self.model.get()
 
     def set(self, signature, double ms, double analytic_ms=0.0):

@@ -76,13 +76,18 @@ class TableCostModel(CostModel):
             (an activation or residual Add that is a convolution's only reader,
             taso/epilogue.h) cost nothing, as on the GPU; False prices every op alone
             (the executor with RLFLOW_FUSE=0).
+        weight_residency: GEMVs (GEMMs of a constant weight and at most 16 rows) cost
+            more once the distinct weights they read overflow the L2, as measured on
+            the H100 in fp32 (taso/weight_residency.h); default: on for fp32 tables,
+            the math mode it was measured in.
 
     Raises:
         CostTableError: the file is missing, corrupt, or has no matching table.
     """
 
     def __init__(self, table, *, device: str | None = None, math: str | None = None,
-                 profile: str | None = None, fused_epilogues: bool = True):
+                 profile: str | None = None, fused_epilogues: bool = True,
+                 weight_residency: bool | None = None):
         from taso_env.gpu import cost_table
 
         if not isinstance(table, cost_table.CostTable):
@@ -93,7 +98,9 @@ class TableCostModel(CostModel):
             self.name = f"table:{table.device}/{table.math}"
         self.device, self.math = table.device, table.math
         profile = profile or ("h100-tf32" if table.math == "tf32" else "h100")
-        self._model = _core.TableModel(profile, fused_epilogues)
+        if weight_residency is None:
+            weight_residency = table.math == "fp32"
+        self._model = _core.TableModel(profile, fused_epilogues, weight_residency)
         if not fused_epilogues:
             self.name += "+unfused"
         for sig, ms, analytic in table.items():

@@ -190,6 +190,13 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
   }
   r.changed_mask.assign(r.graph->num_ops(), 0);
   for (int id : r.changed) r.changed_mask[id] = 1;
+  if (facts.value_hashes) {  // kept constants whose value changed (upstream of the rewrite)
+    r.value_changed.assign(r.graph->num_ops(), 0);
+    for (int i = 0; i < graph.num_ops(); ++i) {
+      const int id = r.new_id[i];
+      if (id >= 0 && facts.constant[id] && parent.constant[i] && facts.merkle[id] != parent.merkle[i]) r.value_changed[id] = 1;
+    }
+  }
   r.near = hops_from(facts, r.changed, max_near_radius());
   std::vector<OpType> types;
   for (int id : r.changed) types.push_back(r.graph->op(id).type);
@@ -212,7 +219,8 @@ RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, std::
   }
   if (touches_change(rw.near, *at)) return Carried::kNear;
   for (int id : c.footprint)
-    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]]) return Carried::kRepriced;
+    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]] || (!rw.value_changed.empty() && rw.value_changed[rw.new_id[id]]))
+      return Carried::kRepriced;
   return Carried::kFar;
 }
 
@@ -237,10 +245,13 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   const GraphFacts& parent = *parent_facts;
   const std::vector<Candidate>& cands = current.candidates;
   check_candidates_of(graph, cands);
-  std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
-  for (size_t i = 0; i < cands.size(); ++i) by_delta[i] = static_cast<int>(i);
+  // Carried-over candidates are tried best first. Those that change no weight reads cost
+  // their base delta in every graph; the others, priced against each successor's reads,
+  // are ordered per successor.
+  std::vector<int> by_delta, reading;
+  for (size_t i = 0; i < cands.size(); ++i) (cands[i].weight_reads.empty() ? by_delta : reading).push_back(static_cast<int>(i));
   std::stable_sort(by_delta.begin(), by_delta.end(),
-                   [&](int a, int b) { return cands[a].cost_delta_units < cands[b].cost_delta_units; });
+                   [&](int a, int b) { return cands[a].base_delta_units < cands[b].base_delta_units; });
   std::vector<Successor> out;
   for (int w : which) {
     if (w < 0 || w >= static_cast<int>(cands.size()))
@@ -260,17 +271,27 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
     // carried-over candidates: (re)placed in the successor; those whose footprint changed priced again
     std::vector<std::vector<int>> at(cands.size());
     std::vector<char> far(cands.size(), 0);
+    Candidate priced;
     for (size_t k = 0; k < cands.size(); ++k) {
       Carried where = carried(rw, cands[k], &at[k]);
-      int64_t units = 0;
-      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &units)) offer(units);
+      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &priced)) offer(priced.cost_delta_units);
       far[k] = where == Carried::kFar;
     }
-    for (int k : by_delta) {  // the parent's cost delta stands: best first, until one applies
-      if (!far[k]) continue;
-      if (s.has_candidates && cands[k].cost_delta_units >= s.best_delta_units) break;
-      int64_t units = 0;
-      if (delta_at(facts, model, cands[k], at[k], &units)) offer(units);  // false: a cycle through the change
+    // The others' base deltas and weight reads stand: best first (the two orders merged), until one applies.
+    std::vector<std::pair<int64_t, int>> far_reading;  // (cost delta in the successor, k)
+    for (int k : reading)
+      if (far[k])
+        far_reading.push_back({cands[k].base_delta_units + (facts.residency ? facts.residency->delta_units(cands[k].weight_reads) : 0), k});
+    std::sort(far_reading.begin(), far_reading.end());
+    size_t i = 0, j = 0;
+    while (true) {
+      while (i < by_delta.size() && !far[by_delta[i]]) ++i;
+      const bool plain = i < by_delta.size() && (j == far_reading.size() || cands[by_delta[i]].base_delta_units <= far_reading[j].first);
+      if (!plain && j == far_reading.size()) break;
+      const int k = plain ? by_delta[i++] : far_reading[j++].second;
+      const int64_t units = plain ? cands[k].base_delta_units : far_reading[j - 1].first;
+      if (s.has_candidates && units >= s.best_delta_units) break;
+      if (delta_at(facts, model, cands[k], at[k], &priced)) offer(priced.cost_delta_units);  // false: a cycle through the change
     }
     s.best_delta = static_cast<double>(s.best_delta_units) * kCostUnitMs;
     out.push_back(s);
