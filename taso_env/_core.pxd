@@ -157,6 +157,21 @@ cdef extern from "taso/table_cost_model.h" namespace "taso":
         void set_weight_residency(bool on)
 
 
+cdef extern from "taso/weight_residency.h" namespace "taso":
+    cdef cppclass WeightRead:
+        uint64_t value
+        int64_t bytes
+        int count
+
+    cdef cppclass WeightResidency:
+        WeightResidency(const Graph& graph, const vector[char]& constant, const vector[uint64_t]& hashes) \
+            except +raise_core_error
+        const WeightRead* read_of(int id)
+        int64_t op_units(int id)
+        int64_t term_units()
+        int64_t distinct_bytes()
+
+
 cdef extern from "taso/rule.h" namespace "taso":
     cdef cppclass Expr:
         int kind

@@ -342,6 +342,22 @@ def op_signatures(CoreGraph graph not None, CoreCostModel analytic=None):
     return out
 
 
+def weight_residency(CoreGraph graph not None):
+    """The graph's GEMV reads as the table model's weight-residency term prices them
+    (taso/weight_residency.h): {distinct_bytes, term_ms, reads: {op id: (weight bytes,
+    its share of the term in ms)}}."""
+    cdef const Graph* g = graph.g.get()
+    cdef unique_ptr[WeightResidency] r
+    r.reset(new WeightResidency(deref(g), constant_ops(deref(g)), deref(g).op_hashes()))
+    cdef const WeightRead* read
+    reads = {}
+    for i in range(deref(g).num_ops()):
+        read = deref(r).read_of(i)
+        if read != NULL:
+            reads[i] = (read.bytes, deref(r).op_units(i) * 1e-12)
+    return {"distinct_bytes": deref(r).distinct_bytes(), "term_ms": deref(r).term_units() * 1e-12, "reads": reads}
+
+
 def parse_op_signature(str signature):
     """The op configuration a signature names: {type, ints, floats, strings, inputs,
     outputs} (inputs / outputs as [(dtype code, shape)]). ValueError for a malformed

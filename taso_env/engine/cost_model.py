@@ -182,6 +182,13 @@ class CudaCostModel(TableCostModel):
         return path
 
 
+def weight_residency(graph: Graph) -> dict:
+    """The GEMV reads of `graph` as the table model's weight-residency term prices them
+    (taso/weight_residency.h): {"distinct_bytes": the distinct weights they read,
+    "term_ms": the term, "reads": {op id: (its weight's bytes, its share of the term, ms)}}."""
+    return _core.weight_residency(graph._core)
+
+
 def device_profiles() -> list[str]:
     """Names of the analytic model's built-in device profiles."""
     return _core.list_device_profiles()

@@ -91,9 +91,10 @@ std::vector<double> RuleSet::op_costs_ms(const Graph& graph, const CostModel& mo
   const GraphFacts* f = current.facts.get();
   if (!f || &f->graph != &graph || f->model != &model || !model.runs_fused_steps()) return model.op_costs_ms(graph);
   std::vector<double> costs(f->op_units.size());
-  for (size_t i = 0; i < costs.size(); ++i)
-    costs[i] = static_cast<double>(f->op_units[i] + (f->residency ? f->residency->op_units(static_cast<int>(i)) : 0)) *
-               kCostUnitMs;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    const int64_t cold = f->residency ? f->residency->op_units(static_cast<int>(i)) : 0;  // (its GEMV read)
+    costs[i] = static_cast<double>(f->op_units[i] + cold) * kCostUnitMs;
+  }
   return costs;
 }
 

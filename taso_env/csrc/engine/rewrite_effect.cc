@@ -48,7 +48,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   }
   // The GEMV read of a MatMul / Gemm of the child whose first two inputs are `a` and `b`,
   // of types `types` (count 0: none).
-  auto gemv_read = [](const Op& op, const std::vector<TensorType>& types, const TensorKey& a, const TensorKey& b) {
+  auto gemv_read = [](const Op& op, const std::vector<TensorType>& types, const TensorKey& a,
+                      const TensorKey& b) {
     const int w = gemv_weight_operand(op, types, a.constant, b.constant);
     if (w < 0) return WeightRead{};
     const TensorKey& weight = w == 0 ? a : b;
@@ -143,7 +144,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     if (s.queued[id] != gen) continue;
     --pending;
     bool all_constant = true;
-    for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) all_constant = all_constant && key_of(f.in_refs[k]).constant;
+    for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k)
+      all_constant = all_constant && key_of(f.in_refs[k]).constant;
     bool constant = f.constant_rule[id] == 1 || (f.constant_rule[id] == 2 && all_constant);
     uint64_t v = 0;  // its hash in the child, as far as the facts carry hashes
     if (f.hashes || (f.value_hashes && constant)) {
@@ -159,7 +161,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
       if (!constant) {
         std::vector<TensorType> types;
         for (const TensorRef& t : g.ops()[id].inputs) types.push_back(g.tensor_type(t));
-        after = gemv_read(g.ops()[id], types, key_of(f.in_refs[f.in_start[id]]), key_of(f.in_refs[f.in_start[id] + 1]));
+        const int a = f.in_start[id];
+        after = gemv_read(g.ops()[id], types, key_of(f.in_refs[a]), key_of(f.in_refs[a + 1]));
       }
       if (!before || !after.count || before->value != after.value) {
         if (before) e.weight_reads.push_back({before->value, before->bytes, -1});

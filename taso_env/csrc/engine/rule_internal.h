@@ -394,16 +394,21 @@ struct Effect {
 };
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
                       const CostModel& model, std::vector<int>* footprint = nullptr);
-// Sets `c`'s cost delta: its base delta plus the change of the residency term of the
-// graph of `f` that its weight reads make (the base delta where `f` prices none).
+// `c`'s cost delta in the graph of `f`: its base delta plus the change of that graph's
+// residency term that its weight reads make (the base delta where `f` prices none).
+inline int64_t delta_in(const GraphFacts& f, const Candidate& c) {
+  return c.base_delta_units + (f.residency ? f.residency->delta_units(c.weight_reads) : 0);
+}
+// Sets `c`'s cost delta (units and ms) to delta_in(f, c).
 inline void price(const GraphFacts& f, Candidate& c) {
-  c.cost_delta_units = c.base_delta_units + (f.residency ? f.residency->delta_units(c.weight_reads) : 0);
+  c.cost_delta_units = delta_in(f, c);
   c.cost_delta = static_cast<double>(c.cost_delta_units) * kCostUnitMs;
 }
 // The candidate of `rule_id` at `location` with effect `e` (its hash and deltas, priced
 // against `f`), footprint and planned target.
-inline Candidate priced_candidate(const GraphFacts& f, int rule_id, const std::vector<int>& location, Effect e,
-                                  std::vector<int> footprint, std::shared_ptr<const PlannedTarget> planned) {
+inline Candidate priced_candidate(const GraphFacts& f, int rule_id, const std::vector<int>& location,
+                                  Effect e, std::vector<int> footprint,
+                                  std::shared_ptr<const PlannedTarget> planned) {
   Candidate c;
   c.rule_id = rule_id;
   c.location = location;

@@ -47,6 +47,7 @@
 // anchor_reach of that op too, so all of them are searched, in id order, and the same
 // binding is kept.
 #include <deque>
+#include <iterator>
 
 #include "rule_internal.h"
 
@@ -194,7 +195,8 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
     r.value_changed.assign(r.graph->num_ops(), 0);
     for (int i = 0; i < graph.num_ops(); ++i) {
       const int id = r.new_id[i];
-      if (id >= 0 && facts.constant[id] && parent.constant[i] && facts.merkle[id] != parent.merkle[i]) r.value_changed[id] = 1;
+      if (id >= 0 && facts.constant[id] && parent.constant[i] && facts.merkle[id] != parent.merkle[i])
+        r.value_changed[id] = 1;
     }
   }
   r.near = hops_from(facts, r.changed, max_near_radius());
@@ -219,7 +221,8 @@ RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, std::
   }
   if (touches_change(rw.near, *at)) return Carried::kNear;
   for (int id : c.footprint)
-    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]] || (!rw.value_changed.empty() && rw.value_changed[rw.new_id[id]]))
+    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]] ||
+        (!rw.value_changed.empty() && rw.value_changed[rw.new_id[id]]))
       return Carried::kRepriced;
   return Carried::kFar;
 }
@@ -249,7 +252,8 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   // their base delta in every graph; the others, priced against each successor's reads,
   // are ordered per successor.
   std::vector<int> by_delta, reading;
-  for (size_t i = 0; i < cands.size(); ++i) (cands[i].weight_reads.empty() ? by_delta : reading).push_back(static_cast<int>(i));
+  for (size_t i = 0; i < cands.size(); ++i)
+    (cands[i].weight_reads.empty() ? by_delta : reading).push_back(static_cast<int>(i));
   std::stable_sort(by_delta.begin(), by_delta.end(),
                    [&](int a, int b) { return cands[a].base_delta_units < cands[b].base_delta_units; });
   std::vector<Successor> out;
@@ -274,24 +278,22 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
     Candidate priced;
     for (size_t k = 0; k < cands.size(); ++k) {
       Carried where = carried(rw, cands[k], &at[k]);
-      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &priced)) offer(priced.cost_delta_units);
+      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &priced))
+        offer(priced.cost_delta_units);
       far[k] = where == Carried::kFar;
     }
-    // The others' base deltas and weight reads stand: best first (the two orders merged), until one applies.
-    std::vector<std::pair<int64_t, int>> far_reading;  // (cost delta in the successor, k)
+    // The others' base deltas and weight reads stand: best first, until one applies (those
+    // reading no weights in by_delta's order, merged with the others priced here).
+    std::vector<std::pair<int64_t, int>> plain, priced_here, order;  // (cost delta in the successor, k)
+    for (int k : by_delta)
+      if (far[k]) plain.push_back({cands[k].base_delta_units, k});
     for (int k : reading)
-      if (far[k])
-        far_reading.push_back({cands[k].base_delta_units + (facts.residency ? facts.residency->delta_units(cands[k].weight_reads) : 0), k});
-    std::sort(far_reading.begin(), far_reading.end());
-    size_t i = 0, j = 0;
-    while (true) {
-      while (i < by_delta.size() && !far[by_delta[i]]) ++i;
-      const bool plain = i < by_delta.size() && (j == far_reading.size() || cands[by_delta[i]].base_delta_units <= far_reading[j].first);
-      if (!plain && j == far_reading.size()) break;
-      const int k = plain ? by_delta[i++] : far_reading[j++].second;
-      const int64_t units = plain ? cands[k].base_delta_units : far_reading[j - 1].first;
+      if (far[k]) priced_here.push_back({delta_in(facts, cands[k]), k});
+    std::sort(priced_here.begin(), priced_here.end());
+    std::merge(plain.begin(), plain.end(), priced_here.begin(), priced_here.end(), std::back_inserter(order));
+    for (const auto& [units, k] : order) {
       if (s.has_candidates && units >= s.best_delta_units) break;
-      if (delta_at(facts, model, cands[k], at[k], &priced)) offer(priced.cost_delta_units);  // false: a cycle through the change
+      if (delta_at(facts, model, cands[k], at[k], &priced)) offer(priced.cost_delta_units);  // false: a cycle
     }
     s.best_delta = static_cast<double>(s.best_delta_units) * kCostUnitMs;
     out.push_back(s);

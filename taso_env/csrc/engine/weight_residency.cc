@@ -17,7 +17,8 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // (docs/measured/2026-11-27_h100_s18_gemm_weight_in_l2_and_nasrnn_kernels.json; nasrnn's
 // GEMVs per step, docs/measured/2026-11-27_h100_s19_nasrnn_kernels_per_step.json, run
 // that much slower once its weights pass kMissFromBytes). Sorted by size.
-constexpr double kColdExtra[][2] = {{1.0, 0.41}, {2.25, 1.25}, {3.0, 0.82}, {6.75, 1.51}, {8.0, 1.64}, {9.0, 1.94}};
+constexpr double kColdExtra[][2] = {{1.0, 0.41}, {2.25, 1.25}, {3.0, 0.82},
+                                    {6.75, 1.51}, {8.0, 1.64}, {9.0, 1.94}};
 
 // The dim of `t` that operand `operand` (0: A, 1: B) of a GEMM contracts.
 int64_t contracted_dim(const TensorType& t, int operand, bool transposed) {
@@ -42,7 +43,8 @@ double cold_read_extra_ms(int64_t bytes) {
 }
 
 double weight_miss_fraction(int64_t distinct_bytes) {
-  const double f = static_cast<double>(distinct_bytes - kMissFromBytes) / static_cast<double>(kMissFullBytes - kMissFromBytes);
+  const double f = static_cast<double>(distinct_bytes - kMissFromBytes) /
+                   static_cast<double>(kMissFullBytes - kMissFromBytes);
   return std::min(1.0, std::max(0.0, f));
 }
 
@@ -76,7 +78,8 @@ WeightResidency::WeightResidency(const Graph& graph, const std::vector<char>& co
   std::vector<TensorType> in;
   for (int id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
-    if ((op.type != OpType::kMatMul && op.type != OpType::kGemm) || constant[id] || op.inputs.size() < 2) continue;
+    const bool gemm = op.type == OpType::kMatMul || op.type == OpType::kGemm;
+    if (!gemm || constant[id] || op.inputs.size() < 2) continue;
     in.clear();
     for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
     const int w = gemv_weight_operand(op, in, constant[op.inputs[0].op], constant[op.inputs[1].op]);
@@ -87,7 +90,8 @@ WeightResidency::WeightResidency(const Graph& graph, const std::vector<char>& co
     if (readers_[reads_.back().value]++ == 0) distinct_bytes_ += reads_.back().bytes;
     ++reads_by_bytes_[reads_.back().bytes];
   }
-  for (const auto& [bytes, reads] : reads_by_bytes_) term_units_ += reads * cold_read_units(distinct_bytes_, bytes);
+  for (const auto& [bytes, reads] : reads_by_bytes_)
+    term_units_ += reads * cold_read_units(distinct_bytes_, bytes);
 }
 
 const WeightRead* WeightResidency::read_of(int id) const {
@@ -114,7 +118,8 @@ int64_t WeightResidency::delta_units(const std::vector<WeightRead>& changes) con
     if (c.count == 0) continue;
     auto it = readers_.find(c.value);
     const int before = it == readers_.end() ? 0 : it->second, after = before + c.count;
-    if (after < 0) throw ValueError("weight residency: the changes remove more reads of a weight than the graph has");
+    if (after < 0)
+      throw ValueError("weight residency: the changes remove more reads of a weight than the graph has");
     if (before == 0) distinct += c.bytes;
     if (after == 0) distinct -= c.bytes;
     by_bytes_change[c.bytes] += c.count;
