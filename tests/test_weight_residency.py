@@ -63,7 +63,7 @@ def test_a_heavily_merged_nasrnn_prices_its_gemvs_cold_and_the_original_does_not
     assert len(reads) > 20
     cold, hot = model.op_costs(merged), table_alone.op_costs(merged)
     for op, (nbytes, share) in reads.items():
-        assert merged.ops[op].type in ("MatMul", "Gemm")
+        assert merged.ops[op].type in ("MatMul", "Gemm") and nbytes >= MiB  # nasrnn's weights: [512, 512] and merges
         assert cold[op] > hot[op] and cold[op] - hot[op] == pytest.approx(share, abs=2e-12)
     assert all(cold[i] == hot[i] for i in range(len(cold)) if i not in reads)
     # every GEMV read charged at its weight's full cold extra: 0.41-1.94 us
