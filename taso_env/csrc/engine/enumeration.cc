@@ -11,7 +11,8 @@
 //     cannot close one; the others are checked again at their place. Those whose
 //     footprint (the ops their cost delta was computed from) the rewrite changed are
 //     priced again too (successor.cc). The rejected bindings are checked again the same
-//     way: one may have become valid.
+//     way: one may have become valid. Where the model prices weight residency, every
+//     candidate's cost delta is then priced against the new graph's GEMV reads.
 //   - Where a rule can bind one set of ops in more than one way (two source ops of one
 //     type), which binding a full enumeration keeps is the first valid one in its search
 //     order (anchors in id order, then readers in id order). Where that order or the

@@ -22,9 +22,13 @@
 // or changed has the parent's ops but maybe not its cost delta, so it is priced again at
 // its place (not searched for again: its ops are the parent's, and so is the target it
 // plans while the tensors that target reads keep their constant-ness: RuleSet::delta_at);
-// beyond that its cost delta is the parent's. Only whether it still creates no cycle can
-// differ (a path through the change), so the best carried-over candidates are checked
-// again at their place in the successor, best first, until one applies. What is not
+// beyond that its cost delta is the parent's (where the model prices weight residency:
+// its base delta and weight reads are, a footprint op that is a constant whose value a
+// rewrite upstream of it changed counting as changed, and its cost delta is priced
+// against the successor's reads, taso/weight_residency.h). Only whether it still
+// creates no cycle can differ (a path through the change), so the best carried-over
+// candidates are checked again at their place in the successor, best first, until one
+// applies. What is not
 // seen: a match the parent's cycle check rejected that the rewrite made valid (the
 // parent's candidates hold valid matches only).
 //
