@@ -103,6 +103,8 @@ class TableCostModel(CostModel):
         self._model = _core.TableModel(profile, fused_epilogues, weight_residency)
         if not fused_epilogues:
             self.name += "+unfused"
+        if not weight_residency and table.math == "fp32":
+            self.name += "+hot-weights"
         for sig, ms, analytic in table.items():
             self._model.set(sig, ms, analytic)
 
