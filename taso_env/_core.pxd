@@ -107,6 +107,7 @@ cdef extern from "taso/cost_model.h" namespace "taso":
         vector[double] op_costs_ms(const Graph& graph) except +raise_core_error
         double graph_cost_ms(const Graph& graph) except +raise_core_error
         int64_t graph_cost_units(const Graph& graph) except +raise_core_error
+        bool prices_weight_residency()
 
     cdef cppclass DeviceProfile:
         string name
@@ -153,6 +154,22 @@ cdef extern from "taso/table_cost_model.h" namespace "taso":
         void reset_counters()
         double scale_for(const string& op_type)
         void set_fused_epilogues(bool on)
+        void set_weight_residency(bool on)
+
+
+cdef extern from "taso/weight_residency.h" namespace "taso":
+    cdef cppclass WeightRead:
+        uint64_t value
+        int64_t bytes
+        int count
+
+    cdef cppclass WeightResidency:
+        WeightResidency(const Graph& graph, const vector[char]& constant, const vector[uint64_t]& hashes) \
+            except +raise_core_error
+        const WeightRead* read_of(int id)
+        int64_t op_units(int id)
+        int64_t term_units()
+        int64_t distinct_bytes()
 
 
 cdef extern from "taso/rule.h" namespace "taso":

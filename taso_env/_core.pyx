@@ -233,6 +233,11 @@ cdef class CoreCostModel:
         """The graph cost as an exact integer of cost units (1e-12 ms), as search sums it."""
         return deref(self.cptr()).graph_cost_units(deref(graph.g))
 
+    @property
+    def prices_weight_residency(self):
+        """Whether graph costs include the weight-residency term (taso/weight_residency.h)."""
+        return deref(self.cptr()).prices_weight_residency()
+
 
 cdef class AnalyticModel(CoreCostModel):
     """The roofline cost model on a named device profile."""
@@ -260,9 +265,11 @@ cdef class AnalyticModel(CoreCostModel):
 cdef class TableModel(CoreCostModel):
     """Measured op costs by signature (taso/table_cost_model.h), analytic fallback."""
 
-    def __cinit__(self, profile="h100", bint fused_epilogues=True):  # fused: taso/epilogue.h's ops cost nothing
+    def __cinit__(self, profile="h100", bint fused_epilogues=True, bint weight_residency=True):
+        # fused: taso/epilogue.h's ops cost nothing; weight_residency: taso/weight_residency.h's term
         self.model.reset(new TableCostModel(device_profile(_s(profile))))
         deref(self.model).set_fused_epilogues(fused_epilogues)
+        deref(self.model).set_weight_residency(weight_residency)
         self.ptr = self.model.get()
 
     def set(self, signature, double ms, double analytic_ms=0.0):
@@ -333,6 +340,22 @@ def op_signatures(CoreGraph graph not None, CoreCostModel analytic=None):
         ms = deref(analytic.cptr()).compute_cost_ms(op, types) if analytic is not None else 0.0
         out.append((i, op_schema(op.type).name.decode(), op_signature(op, types).decode(), ms))
     return out
+
+
+def weight_residency(CoreGraph graph not None):
+    """The graph's GEMV reads as the table model's weight-residency term prices them
+    (taso/weight_residency.h): {distinct_bytes, term_ms, reads: {op id: (weight bytes,
+    its share of the term in ms)}}."""
+    cdef const Graph* g = graph.g.get()
+    cdef unique_ptr[WeightResidency] r
+    r.reset(new WeightResidency(deref(g), constant_ops(deref(g)), deref(g).op_hashes()))
+    cdef const WeightRead* read
+    reads = {}
+    for i in range(deref(g).num_ops()):
+        read = deref(r).read_of(i)
+        if read != NULL:
+            reads[i] = (read.bytes, deref(r).op_units(i) * 1e-12)
+    return {"distinct_bytes": deref(r).distinct_bytes(), "term_ms": deref(r).term_units() * 1e-12, "reads": reads}
 
 
 def parse_op_signature(str signature):

@@ -76,13 +76,18 @@ class TableCostModel(CostModel):
             (an activation or residual Add that is a convolution's only reader,
             taso/epilogue.h) cost nothing, as on the GPU; False prices every op alone
             (the executor with RLFLOW_FUSE=0).
+        weight_residency: GEMVs (GEMMs of a constant weight and at most 16 rows) cost
+            more once the distinct weights they read overflow the L2, as measured on
+            the H100 in fp32 (taso/weight_residency.h); default: on for fp32 tables,
+            the math mode it was measured in.
 
     Raises:
         CostTableError: the file is missing, corrupt, or has no matching table.
     """
 
     def __init__(self, table, *, device: str | None = None, math: str | None = None,
-                 profile: str | None = None, fused_epilogues: bool = True):
+                 profile: str | None = None, fused_epilogues: bool = True,
+                 weight_residency: bool | None = None):
         from taso_env.gpu import cost_table
 
         if not isinstance(table, cost_table.CostTable):
@@ -93,9 +98,13 @@ class TableCostModel(CostModel):
             self.name = f"table:{table.device}/{table.math}"
         self.device, self.math = table.device, table.math
         profile = profile or ("h100-tf32" if table.math == "tf32" else "h100")
-        self._model = _core.TableModel(profile, fused_epilogues)
+        if weight_residency is None:
+            weight_residency = table.math == "fp32"
+        self._model = _core.TableModel(profile, fused_epilogues, weight_residency)
         if not fused_epilogues:
             self.name += "+unfused"
+        if not weight_residency and table.math == "fp32":
+            self.name += "+hot-weights"
         for sig, ms, analytic in table.items():
             self._model.set(sig, ms, analytic)
 
@@ -173,6 +182,13 @@ class CudaCostModel(TableCostModel):
             raise CostModelError("CudaCostModel.save needs a path")
         cost_table.save(self.to_table(), path)
         return path
+
+
+def weight_residency(graph: Graph) -> dict:
+    """The GEMV reads of `graph` as the table model's weight-residency term prices them
+    (taso/weight_residency.h): {"distinct_bytes": the distinct weights they read,
+    "term_ms": the term, "reads": {op id: (its weight's bytes, its share of the term, ms)}}."""
+    return _core.weight_residency(graph._core)
 
 
 def device_profiles() -> list[str]:

@@ -4,6 +4,7 @@
 #include "taso/cost_model.h"
 #include "taso/errors.h"
 #include "taso/epilogue.h"
+#include "taso/weight_residency.h"
 
 namespace taso {
 
@@ -41,6 +42,11 @@ std::vector<double> CostModel::op_costs_ms(const Graph& graph) const {
   for (int i = 0; i < graph.num_ops(); ++i)
     costs[i] = absorbed.empty() ? op_cost_ms(graph, i, constant)
                                 : fused_step_units(absorbed[i], cost_units(op_cost_ms(graph, i, constant))) * kCostUnitMs;
+  if (prices_weight_residency()) {  // each GEMV's share, in cost units as search sums it
+    const WeightResidency residency(graph, constant, graph.op_hashes());
+    for (int i = 0; i < graph.num_ops(); ++i)
+      if (const int64_t cold = residency.op_units(i)) costs[i] = (cost_units(costs[i]) + cold) * kCostUnitMs;
+  }
   return costs;
 }
 

@@ -11,7 +11,8 @@
 //     cannot close one; the others are checked again at their place. Those whose
 //     footprint (the ops their cost delta was computed from) the rewrite changed are
 //     priced again too (successor.cc). The rejected bindings are checked again the same
-//     way: one may have become valid.
+//     way: one may have become valid. Where the model prices weight residency, every
+//     candidate's cost delta is then priced against the new graph's GEMV reads.
 //   - Where a rule can bind one set of ops in more than one way (two source ops of one
 //     type), which binding a full enumeration keeps is the first valid one in its search
 //     order (anchors in id order, then readers in id order). Where that order or the
@@ -91,7 +92,10 @@ std::vector<double> RuleSet::op_costs_ms(const Graph& graph, const CostModel& mo
   const GraphFacts* f = current.facts.get();
   if (!f || &f->graph != &graph || f->model != &model || !model.runs_fused_steps()) return model.op_costs_ms(graph);
   std::vector<double> costs(f->op_units.size());
-  for (size_t i = 0; i < costs.size(); ++i) costs[i] = static_cast<double>(f->op_units[i]) * kCostUnitMs;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    const int64_t cold = f->residency ? f->residency->op_units(static_cast<int>(i)) : 0;  // (its GEMV read)
+    costs[i] = static_cast<double>(f->op_units[i] + cold) * kCostUnitMs;
+  }
   return costs;
 }
 
@@ -127,6 +131,8 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
     moved.cost_delta_units = c.cost_delta_units;
     moved.child_hash = c.child_hash;
     moved.planned = c.planned;
+    moved.base_delta_units = c.base_delta_units;  // (priced against the child below)
+    moved.weight_reads = c.weight_reads;
     const bool as_is = was_valid && where == Carried::kFar && surely_acyclic(facts, moved.location);
     if (as_is) moved.footprint = moved_footprint(rw, c);
     if (rebindable_[c.rule_id]) {
@@ -140,10 +146,7 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
       out.candidates.push_back(std::move(moved));
       return;
     }
-    int64_t units = 0;
-    if (delta_at(facts, model, c, moved.location, &units, &moved.footprint, &moved.planned)) {
-      moved.cost_delta_units = units;
-      moved.cost_delta = static_cast<double>(units) * kCostUnitMs;
+    if (delta_at(facts, model, c, moved.location, &moved, true)) {
       out.candidates.push_back(std::move(moved));
     } else {
       moved.footprint.clear();
@@ -168,11 +171,8 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
     std::vector<Candidate> valid, rejected;
     for (auto& [c, was_valid] : b.entries) {
       if (again) break;
-      int64_t units = 0;
-      bool ok = delta_at(facts, model, c, c.location, &units, &c.footprint, &c.planned);
+      bool ok = delta_at(facts, model, c, c.location, &c, true);
       again = ok != was_valid;  // a binding turned valid or invalid: the kept one may change
-      c.cost_delta_units = units;
-      c.cost_delta = static_cast<double>(units) * kCostUnitMs;
       if (!ok) {
         c.footprint.clear();
         c.planned.reset();
@@ -195,6 +195,9 @@ std::unique_ptr<Graph> RuleSet::step(const Graph& graph, const CostModel& model,
     Candidate kept;
     if (kept_binding(facts, model, rule_id, key, &kept, &out.cycle_rejected)) out.candidates.push_back(kept);
   }
+  // The residency term's price of each one's weight reads is the child's (a carried-over
+  // one's reads are the parent's: its footprint's constants kept their values).
+  for (Candidate& c : out.candidates) price(facts, c);
   std::sort(out.candidates.begin(), out.candidates.end(), by_rule_and_location);
   std::sort(out.cycle_rejected.begin(), out.cycle_rejected.end(), by_rule_and_location);
   out.facts = std::move(rw.facts);  // the child's, for its next step or look ahead

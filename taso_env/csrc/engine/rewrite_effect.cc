@@ -15,6 +15,13 @@
 // constant-ness changed, and then the readers of every op whose verdict changed, are
 // judged again as the child will have them (FusedStepChild), with the same rule as a
 // whole graph, until no verdict changes.
+//
+// Where the model prices weight residency (taso/weight_residency.h), the GEMV reads the
+// rewrite changes are listed: those of the removed GEMVs, of the target's, and of the
+// kept GEMMs the propagation reaches whose weight's value or constant-ness changes. A
+// weight's value is its producer's Merkle hash, so the hashes of constant ops are
+// propagated too (all ops' where the facts carry hashes): the propagation stops at the
+// first op that is not constant, whose value is not a weight's.
 #include <algorithm>
 #include <functional>
 
@@ -36,27 +43,50 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   for (int id : removed) {
     e.cost_units -= f.op_units[id];
     if (f.hashes) e.child_hash -= graph_hash::op_term(f.merkle[id]);
+    if (const WeightRead* r = f.residency ? f.residency->read_of(id) : nullptr)
+      e.weight_reads.push_back({r->value, r->bytes, -1});
   }
+  // The GEMV read of a MatMul / Gemm of the child whose first two inputs are `a` and `b`,
+  // of types `types` (count 0: none).
+  auto gemv_read = [](const Op& op, const std::vector<TensorType>& types, const TensorKey& a,
+                      const TensorKey& b) {
+    const int w = gemv_weight_operand(op, types, a.constant, b.constant);
+    if (w < 0) return WeightRead{};
+    const TensorKey& weight = w == 0 ? a : b;
+    return WeightRead{weight_value(weight.hash, weight.index), types[w].num_bytes(), 1};
+  };
+  auto is_gemm = [](const Op& op) { return op.type == OpType::kMatMul || op.type == OpType::kGemm; };
 
   // Target ops (their input types and costs alone are the plan's).
   const PlannedTarget& target = *plan.target;
   const std::vector<PlannedOp>& planned = target.ops;
   std::vector<uint64_t> target_hash(planned.size(), 0);
   std::vector<int64_t> target_units(planned.size(), 0);
+  auto target_input = [&](const Ref& r) -> TensorKey {  // (hashes: as far as the facts carry them)
+    if (!r.is_var) return {target_hash[r.op], r.index, planned[r.op].constant};
+    const TensorRef& t = m.vars[r.var];
+    return {f.merkle.empty() ? 0 : f.merkle[t.op], t.index, static_cast<bool>(f.constant[t.op])};
+  };
   for (size_t i = 0; i < planned.size(); ++i) {
     const PlannedOp& po = planned[i];
     if (!po.present) continue;
-    if (f.hashes) {
+    if (f.hashes || (f.value_hashes && po.constant)) {
       uint64_t v = graph_hash::op_local_hash(po.op);
-      for (const Ref& r : po.inputs)
-        v = r.is_var ? graph_hash::add_input(v, f.merkle[m.vars[r.var].op], m.vars[r.var].index)
-                     : graph_hash::add_input(v, target_hash[r.op], r.index);
+      for (const Ref& r : po.inputs) {
+        const TensorKey in = target_input(r);
+        v = graph_hash::add_input(v, in.hash, in.index);
+      }
       target_hash[i] = v;
-      e.child_hash += graph_hash::op_term(v);
+      if (f.hashes) e.child_hash += graph_hash::op_term(v);
     }
     if (po.constant) continue;
     const bool priced = target.model == &model;  // (plan_target priced it under the facts' model)
     target_units[i] = priced ? target.units[i] : cost_units(model.compute_cost_ms(po.op, target.input_types[i]));
+    if (f.residency && is_gemm(po.op) && po.inputs.size() >= 2) {
+      const WeightRead read =
+          gemv_read(po.op, target.input_types[i], target_input(po.inputs[0]), target_input(po.inputs[1]));
+      if (read.count) e.weight_reads.push_back(read);
+    }
   }
   const std::vector<std::vector<TensorType>>& target_types = target.input_types;
 
@@ -67,12 +97,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     const auto& [sop, sidx] = rule.source_outputs[i];
     const Ref& r = plan.outputs[i];
     TensorKey k;
-    if (r.is_var) {
-      const TensorRef& t = m.vars[r.var];
-      k = {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
-    } else {
-      k = {target_hash[r.op], r.index, planned[r.op].constant};
-    }
+    k = target_input(r);
     replaced.push_back({TensorRef{m.ops[sop], sidx}, k});
     replaced_by.push_back(r);
   }
@@ -98,7 +123,7 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
       for (const auto& [from, to] : replaced)
         if (from == t) return to;
     if (s.changed[t.op] == gen) return {s.hash[t.op], t.index, static_cast<bool>(s.constant[t.op])};
-    return {f.hashes ? f.merkle[t.op] : 0, t.index, static_cast<bool>(f.constant[t.op])};
+    return {f.merkle.empty() ? 0 : f.merkle[t.op], t.index, static_cast<bool>(f.constant[t.op])};
   };
   // Ops to revisit are marked; a forward scan over op ids (a topological order) visits
   // them after everything they read, and stops once none is pending.
@@ -118,21 +143,39 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
   for (int id = first; pending > 0 && id < static_cast<int>(n); ++id) {
     if (s.queued[id] != gen) continue;
     --pending;
-    uint64_t v = f.hashes ? f.local_hash[id] : 0;
     bool all_constant = true;
-    for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) {
-      TensorKey key = key_of(f.in_refs[k]);
-      if (f.hashes) v = graph_hash::add_input(v, key.hash, key.index);
-      all_constant = all_constant && key.constant;
-    }
+    for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k)
+      all_constant = all_constant && key_of(f.in_refs[k]).constant;
     bool constant = f.constant_rule[id] == 1 || (f.constant_rule[id] == 2 && all_constant);
-    bool hash_changed = f.hashes && v != f.merkle[id];
+    uint64_t v = 0;  // its hash in the child, as far as the facts carry hashes
+    if (f.hashes || (f.value_hashes && constant)) {
+      v = f.hashes ? f.local_hash[id] : graph_hash::op_local_hash(g.ops()[id]);
+      for (int k = f.in_start[id]; k < f.in_start[id + 1]; ++k) {
+        const TensorKey key = key_of(f.in_refs[k]);
+        v = graph_hash::add_input(v, key.hash, key.index);
+      }
+    }
+    if (f.residency && is_gemm(g.ops()[id]) && f.in_start[id + 1] - f.in_start[id] >= 2) {  // its GEMV read
+      const WeightRead* before = f.residency->read_of(id);
+      WeightRead after;
+      if (!constant) {
+        std::vector<TensorType> types;
+        for (const TensorRef& t : g.ops()[id].inputs) types.push_back(g.tensor_type(t));
+        const int a = f.in_start[id];
+        after = gemv_read(g.ops()[id], types, key_of(f.in_refs[a]), key_of(f.in_refs[a + 1]));
+      }
+      if (!before || !after.count || before->value != after.value) {
+        if (before) e.weight_reads.push_back({before->value, before->bytes, -1});
+        if (after.count) e.weight_reads.push_back(after);
+      }
+    }
+    bool hash_changed = v != (f.merkle.empty() ? 0 : f.merkle[id]);
     bool constant_changed = constant != static_cast<bool>(f.constant[id]);
     if (!hash_changed && !constant_changed) continue;
     s.changed[id] = gen;
     s.hash[id] = v;
     s.constant[id] = constant;
-    if (hash_changed) e.child_hash += graph_hash::op_term(v) - graph_hash::op_term(f.merkle[id]);
+    if (hash_changed && f.hashes) e.child_hash += graph_hash::op_term(v) - graph_hash::op_term(f.merkle[id]);
     if (constant_changed) recost.push_back(id);
     for (int k = f.out_start[id]; k < f.out_start[id + 1]; ++k) mark(f.out_ops[k]);
   }

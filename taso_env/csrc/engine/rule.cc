@@ -149,8 +149,7 @@ bool RuleSet::kept_binding(const GraphFacts& facts, const CostModel& model, int 
     find_dead_ops(rule, facts, m, plan);
     std::vector<int> footprint;
     Effect e = rewrite_effect(rule, facts, m, plan, model, &footprint);
-    *kept = {rule_id, m.ops, static_cast<double>(e.cost_units) * kCostUnitMs,
-             e.cost_units, 0, std::move(footprint), plan.target};
+    *kept = priced_candidate(facts, rule_id, m.ops, std::move(e), std::move(footprint), plan.target);
     return true;
   }
   return false;
@@ -234,8 +233,8 @@ std::vector<Candidate> RuleSet::enumerate(const GraphFacts& facts, const CostMod
       find_dead_ops(rule, facts, mm, plan);
       std::vector<int> footprint;
       Effect e = rewrite_effect(rule, facts, mm, plan, model, footprints ? &footprint : nullptr);
-      out.push_back({r, mm.ops, static_cast<double>(e.cost_units) * kCostUnitMs, e.cost_units, e.child_hash,
-                     std::move(footprint), footprints ? plan.target : nullptr});
+      out.push_back(priced_candidate(facts, r, mm.ops, std::move(e), std::move(footprint),
+                                     footprints ? plan.target : nullptr));
     }
   }
   return out;
@@ -255,8 +254,7 @@ bool match_at(const RuleSet::Compiled& rule, const GraphFacts& facts, const std:
 }  // namespace
 
 bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, const Candidate& c,
-                       const std::vector<int>& location, int64_t* units, std::vector<int>* footprint,
-                       std::shared_ptr<const PlannedTarget>* planned) const {
+                       const std::vector<int>& location, Candidate* priced, bool record) const {
   const Compiled& rule = *rules_.at(c.rule_id);
   if (location.size() != rule.source.size()) return false;
   Match m;
@@ -276,8 +274,15 @@ bool RuleSet::delta_at(const GraphFacts& facts, const CostModel& model, const Ca
   } else if (!match_at(rule, facts, location, m, plan)) {
     return false;
   }
-  *units = rewrite_effect(rule, facts, m, plan, model, footprint).cost_units;
-  if (planned) *planned = plan.target;
+  std::vector<int> footprint;
+  Effect e = rewrite_effect(rule, facts, m, plan, model, record ? &footprint : nullptr);
+  priced->base_delta_units = e.cost_units;
+  priced->weight_reads = std::move(e.weight_reads);
+  price(facts, *priced);
+  if (record) {
+    priced->footprint = std::move(footprint);
+    priced->planned = plan.target;
+  }
   return true;
 }
 

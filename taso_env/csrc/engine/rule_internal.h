@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -35,7 +36,10 @@ struct CompiledOp {
 
 // Per-call graph facts shared by all rules. With a model: each op's cost in integer
 // units (cost_units); with hashes: each op's content and Merkle hash and the graph hash
-// (taso/graph_hash.h), so that a rewrite's child hash can be computed without it.
+// (taso/graph_hash.h), so that a rewrite's child hash can be computed without it. With a
+// model that prices weight residency: the graph's GEMV reads (WeightResidency, whose
+// term op_units leaves out) and, hashes or not, the constant ops' Merkle hashes (their
+// values: what a rewrite's changes of the reads are told by).
 struct GraphFacts {
   const Graph& graph;
   const CostModel* model;  // what the costs are priced with (may be null)
@@ -48,6 +52,8 @@ struct GraphFacts {
   std::vector<char> absorbed;      // per op: the Fused kind of the step it runs in (empty: the model fuses none)
   std::vector<std::vector<int>> ops_by_type;
   bool hashes = false;
+  bool value_hashes = false;  // merkle holds the constant ops' hashes (all ops' with `hashes`; others 0)
+  std::optional<WeightResidency> residency;
   std::vector<uint64_t> local_hash, merkle;
   std::vector<uint64_t> output_name_hash;
   uint64_t graph_hash = 0;
@@ -130,6 +136,19 @@ struct GraphFacts {
         graph_hash += graph_hash::output_term(output_name_hash.back(), merkle[g.outputs()[i].op],
                                               g.outputs()[i].index);
       }
+    }
+    if (model && model->prices_weight_residency()) {
+      if (!with_hashes) {
+        merkle.assign(g.num_ops(), 0);
+        for (int i = 0; i < g.num_ops(); ++i) {
+          if (!constant[i]) continue;  // (a constant op reads constants only)
+          uint64_t v = graph_hash::op_local_hash(g.op(i));
+          for (const TensorRef& r : g.op(i).inputs) v = graph_hash::add_input(v, merkle[r.op], r.index);
+          merkle[i] = v;
+        }
+      }
+      value_hashes = true;
+      residency.emplace(g, constant, merkle);
     }
   }
 };
@@ -362,16 +381,45 @@ bool validate(const Compiled& rule, const GraphFacts& f, Match& m, Plan& plan);
 // Producers that lose all their readers when the match is replaced.
 void find_dead_ops(const Compiled& rule, const GraphFacts& f, const Match& m, Plan& plan);
 // What applying a validated match would do, computed without building the child graph
-// (rewrite_effect.cc): the exact change of the graph cost in cost units (removed ops,
-// added ops, and ops downstream whose constant-ness changes) and, when the facts carry
-// hashes, the child's graph hash. With `footprint`, also the ops (sorted ids) whose facts
-// the cost change was computed from (Candidate::footprint).
+// (rewrite_effect.cc): the exact change of the ops' costs in cost units (removed ops,
+// added ops, and ops downstream whose constant-ness changes), where the facts price
+// weight residency the GEMV reads it adds and removes (removed and target GEMVs, kept
+// ones whose weight or its constant-ness changes), and, when the facts carry hashes, the
+// child's graph hash. With `footprint`, also the ops (sorted ids) whose facts the cost
+// change was computed from (Candidate::footprint).
 struct Effect {
-  int64_t cost_units = 0;
+  int64_t cost_units = 0;  // without the residency term (Candidate::base_delta_units)
   uint64_t child_hash = 0;
+  std::vector<WeightRead> weight_reads;
 };
 Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m, const Plan& plan,
                       const CostModel& model, std::vector<int>* footprint = nullptr);
+// `c`'s cost delta in the graph of `f`: its base delta plus the change of that graph's
+// residency term that its weight reads make (the base delta where `f` prices none).
+inline int64_t delta_in(const GraphFacts& f, const Candidate& c) {
+  return c.base_delta_units + (f.residency ? f.residency->delta_units(c.weight_reads) : 0);
+}
+// Sets `c`'s cost delta (units and ms) to delta_in(f, c).
+inline void price(const GraphFacts& f, Candidate& c) {
+  c.cost_delta_units = delta_in(f, c);
+  c.cost_delta = static_cast<double>(c.cost_delta_units) * kCostUnitMs;
+}
+// The candidate of `rule_id` at `location` with effect `e` (its hash and deltas, priced
+// against `f`), footprint and planned target.
+inline Candidate priced_candidate(const GraphFacts& f, int rule_id, const std::vector<int>& location,
+                                  Effect e, std::vector<int> footprint,
+                                  std::shared_ptr<const PlannedTarget> planned) {
+  Candidate c;
+  c.rule_id = rule_id;
+  c.location = location;
+  c.child_hash = e.child_hash;
+  c.footprint = std::move(footprint);
+  c.planned = std::move(planned);
+  c.base_delta_units = e.cost_units;
+  c.weight_reads = std::move(e.weight_reads);
+  price(f, c);
+  return c;
+}
 Match empty_match(const Compiled& rule);
 // validate() but for the cycle check, and the cycle check alone (no op the target reads
 // depends on the match's outputs).
@@ -394,6 +442,9 @@ struct Rewritten {
   std::vector<int> new_id;
   std::vector<int> changed;
   std::vector<char> changed_mask;  // per child op: in `changed`
+  // Per child op, where the facts price weight residency: a kept constant whose value hash
+  // changed (the weight reads a candidate recorded with it are stale).
+  std::vector<char> value_changed;
   std::unique_ptr<GraphFacts> facts;
   std::vector<int> near;  // hops from `changed` up to every rule's near radius, else -1
   // Per op type of the changed ops: the hops (as `near`) from the changed ops of that

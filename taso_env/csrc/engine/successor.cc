@@ -22,9 +22,13 @@
 // or changed has the parent's ops but maybe not its cost delta, so it is priced again at
 // its place (not searched for again: its ops are the parent's, and so is the target it
 // plans while the tensors that target reads keep their constant-ness: RuleSet::delta_at);
-// beyond that its cost delta is the parent's. Only whether it still creates no cycle can
-// differ (a path through the change), so the best carried-over candidates are checked
-// again at their place in the successor, best first, until one applies. What is not
+// beyond that its cost delta is the parent's (where the model prices weight residency:
+// its base delta and weight reads are, a footprint op that is a constant whose value a
+// rewrite upstream of it changed counting as changed, and its cost delta is priced
+// against the successor's reads, taso/weight_residency.h). Only whether it still
+// creates no cycle can differ (a path through the change), so the best carried-over
+// candidates are checked again at their place in the successor, best first, until one
+// applies. What is not
 // seen: a match the parent's cycle check rejected that the rewrite made valid (the
 // parent's candidates hold valid matches only).
 //
@@ -47,6 +51,7 @@
 // anchor_reach of that op too, so all of them are searched, in id order, and the same
 // binding is kept.
 #include <deque>
+#include <iterator>
 
 #include "rule_internal.h"
 
@@ -190,6 +195,14 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
   }
   r.changed_mask.assign(r.graph->num_ops(), 0);
   for (int id : r.changed) r.changed_mask[id] = 1;
+  if (facts.value_hashes) {  // kept constants whose value changed (upstream of the rewrite)
+    r.value_changed.assign(r.graph->num_ops(), 0);
+    for (int i = 0; i < graph.num_ops(); ++i) {
+      const int id = r.new_id[i];
+      if (id >= 0 && facts.constant[id] && parent.constant[i] && facts.merkle[id] != parent.merkle[i])
+        r.value_changed[id] = 1;
+    }
+  }
   r.near = hops_from(facts, r.changed, max_near_radius());
   std::vector<OpType> types;
   for (int id : r.changed) types.push_back(r.graph->op(id).type);
@@ -212,7 +225,9 @@ RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, std::
   }
   if (touches_change(rw.near, *at)) return Carried::kNear;
   for (int id : c.footprint)
-    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]]) return Carried::kRepriced;
+    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]] ||
+        (!rw.value_changed.empty() && rw.value_changed[rw.new_id[id]]))
+      return Carried::kRepriced;
   return Carried::kFar;
 }
 
@@ -237,10 +252,14 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
   const GraphFacts& parent = *parent_facts;
   const std::vector<Candidate>& cands = current.candidates;
   check_candidates_of(graph, cands);
-  std::vector<int> by_delta(cands.size());  // carried-over candidates are tried best first
-  for (size_t i = 0; i < cands.size(); ++i) by_delta[i] = static_cast<int>(i);
+  // Carried-over candidates are tried best first. Those that change no weight reads cost
+  // their base delta in every graph; the others, priced against each successor's reads,
+  // are ordered per successor.
+  std::vector<int> by_delta, reading;
+  for (size_t i = 0; i < cands.size(); ++i)
+    (cands[i].weight_reads.empty() ? by_delta : reading).push_back(static_cast<int>(i));
   std::stable_sort(by_delta.begin(), by_delta.end(),
-                   [&](int a, int b) { return cands[a].cost_delta_units < cands[b].cost_delta_units; });
+                   [&](int a, int b) { return cands[a].base_delta_units < cands[b].base_delta_units; });
   std::vector<Successor> out;
   for (int w : which) {
     if (w < 0 || w >= static_cast<int>(cands.size()))
@@ -260,17 +279,25 @@ std::vector<Successor> RuleSet::successors(const Graph& graph, const CostModel& 
     // carried-over candidates: (re)placed in the successor; those whose footprint changed priced again
     std::vector<std::vector<int>> at(cands.size());
     std::vector<char> far(cands.size(), 0);
+    Candidate priced;
     for (size_t k = 0; k < cands.size(); ++k) {
       Carried where = carried(rw, cands[k], &at[k]);
-      int64_t units = 0;
-      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &units)) offer(units);
+      if (where == Carried::kRepriced && delta_at(facts, model, cands[k], at[k], &priced))
+        offer(priced.cost_delta_units);
       far[k] = where == Carried::kFar;
     }
-    for (int k : by_delta) {  // the parent's cost delta stands: best first, until one applies
-      if (!far[k]) continue;
-      if (s.has_candidates && cands[k].cost_delta_units >= s.best_delta_units) break;
-      int64_t units = 0;
-      if (delta_at(facts, model, cands[k], at[k], &units)) offer(units);  // false: a cycle through the change
+    // The others' base deltas and weight reads stand: best first, until one applies (those
+    // reading no weights in by_delta's order, merged with the others priced here).
+    std::vector<std::pair<int64_t, int>> plain, priced_here, order;  // (cost delta in the successor, k)
+    for (int k : by_delta)
+      if (far[k]) plain.push_back({cands[k].base_delta_units, k});
+    for (int k : reading)
+      if (far[k]) priced_here.push_back({delta_in(facts, cands[k]), k});
+    std::sort(priced_here.begin(), priced_here.end());
+    std::merge(plain.begin(), plain.end(), priced_here.begin(), priced_here.end(), std::back_inserter(order));
+    for (const auto& [units, k] : order) {
+      if (s.has_candidates && units >= s.best_delta_units) break;
+      if (delta_at(facts, model, cands[k], at[k], &priced)) offer(priced.cost_delta_units);  // false: a cycle
     }
     s.best_delta = static_cast<double>(s.best_delta_units) * kCostUnitMs;
     out.push_back(s);

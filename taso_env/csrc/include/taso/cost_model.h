@@ -23,11 +23,18 @@ class CostModel {
   // costs of that executor, which fuses them whatever the graph says.
   virtual bool runs_fused_steps() const { return false; }
 
+  // Whether the graph cost includes the weight-residency term (taso/weight_residency.h:
+  // GEMVs read their weights cold once a run's weights overflow the L2), charged to the
+  // GEMV ops: true for the measured costs of the H100 executor, whose table prices each
+  // op with its weight hot.
+  virtual bool prices_weight_residency() const { return false; }
+
   // Cost of op `op_id` of `graph` given which ops are constant (0 for sources and
   // constant ops).
   double op_cost_ms(const Graph& graph, int op_id, const std::vector<char>& constant) const;
   // Per-op costs (ms), indexed by op id (0 for ops run in another op's step where
-  // runs_fused_steps()).
+  // runs_fused_steps(); GEMVs with their share of the weight-residency term where
+  // prices_weight_residency()).
   std::vector<double> op_costs_ms(const Graph& graph) const;
   double graph_cost_ms(const Graph& graph) const;
   // The graph cost in integer units of kCostUnitMs, summed op by op: exact and

@@ -21,6 +21,7 @@
 
 #include "taso/cost_model.h"
 #include "taso/graph.h"
+#include "taso/weight_residency.h"
 
 namespace taso {
 
@@ -63,6 +64,11 @@ struct RuleSpec {
 // sorted. After another rewrite that changed none of them (RuleSet::step, successors),
 // its cost delta stands. `planned` (recorded with the footprint): the target it was
 // priced with, reused where a later rewrite prices it again (RuleSet::delta_at).
+// Where the model prices weight residency (taso/weight_residency.h), the cost delta is
+// `base_delta_units` (the change of the ops' own costs: what the footprint decides) plus
+// the change of the graph's residency term that `weight_reads` (the GEMV reads the
+// rewrite adds and removes) make, priced against the graph's reads each time a list of
+// candidates is made: a rewrite elsewhere changes the term's price of the same reads.
 namespace rule_detail {
 struct PlannedTarget;
 }
@@ -74,6 +80,8 @@ struct Candidate {
   uint64_t child_hash = 0;
   std::vector<int> footprint;
   std::shared_ptr<const rule_detail::PlannedTarget> planned;
+  int64_t base_delta_units = 0;
+  std::vector<WeightRead> weight_reads;
 };
 
 // What one rewrite leads to, for looking one step ahead (RuleSet::successors): the
@@ -189,15 +197,15 @@ class RuleSet {
                                                                  const Enumeration& current);
   // Throws ValueError unless every candidate is of a rule of this set, at ops of `graph`.
   void check_candidates_of(const Graph& graph, const std::vector<Candidate>& cands) const;
-  // The cost delta (units) of `c`, a candidate of the parent graph carried over to
-  // `location` in the graph of `facts` (successor.cc: its ops keep their inputs and
-  // readers), with `footprint` its footprint and with `planned` its planned target, or
-  // false if its rewrite closes a cycle there. Its binding and, but for the cycle check,
-  // its validity are the parent's, so where the tensors its target reads keep their
-  // constant-ness its planned target is reused instead of matched and planned again.
+  // The cost delta of `c`, a candidate of the parent graph carried over to `location` in
+  // the graph of `facts` (successor.cc: its ops keep their inputs and readers), set in
+  // `priced` (cost delta, base delta, weight reads; with `record`, also its footprint and
+  // planned target; `priced` may be `c`), or false if its rewrite closes a cycle there.
+  // Its binding and, but for the cycle check, its validity are the parent's, so where the
+  // tensors its target reads keep their constant-ness its planned target is reused
+  // instead of matched and planned again.
   bool delta_at(const rule_detail::GraphFacts& facts, const CostModel& model, const Candidate& c,
-                const std::vector<int>& location, int64_t* units, std::vector<int>* footprint = nullptr,
-                std::shared_ptr<const rule_detail::PlannedTarget>* planned = nullptr) const;
+                const std::vector<int>& location, Candidate* priced, bool record = false) const;
 
   std::vector<std::unique_ptr<Compiled>> rules_;
   std::vector<std::vector<int>> rules_by_anchor_;  // op type -> rule ids anchored on it

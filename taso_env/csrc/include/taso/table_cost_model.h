@@ -56,6 +56,12 @@ class TableCostModel : public CostModel {
   bool runs_fused_steps() const override { return fused_epilogues_; }
   void set_fused_epilogues(bool on) { fused_epilogues_ = on; }
 
+  // The table's entries are measured with each op's weight hot in L2, which a run of
+  // the whole graph keeps only while its GEMVs' weights fit (taso/weight_residency.h): on
+  // by default; off prices the table's entries alone.
+  bool prices_weight_residency() const override { return weight_residency_; }
+  void set_weight_residency(bool on) { weight_residency_ = on; }
+
   // Adds or replaces an entry; the op type is the signature's prefix.
   void set(const std::string& signature, double ms, double analytic_ms = 0);
   bool contains(const std::string& signature) const;
@@ -93,6 +99,7 @@ class TableCostModel : public CostModel {
 
  private:
   bool fused_epilogues_ = true;
+  bool weight_residency_ = true;
   void refresh_scales() const;
 
   AnalyticCostModel analytic_;
