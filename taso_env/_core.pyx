@@ -265,7 +265,7 @@ cdef class AnalyticModel(CoreCostModel):
 cdef class TableModel(CoreCostModel):
     """Measured op costs by signature (taso/table_cost_model.h), analytic fallback."""
 
-    def __cinit__(self, profile="h100", bint fused_epilogues=True, bint weight_residency=True):
+    def __cinit__(self, profile="h100", bint fused_epilogues=True, bint weight_residency=False):
         # fused: taso/epilogue.h's ops cost nothing; weight_residency: taso/weight_residency.h's term
         self.model.reset(new TableCostModel(device_profile(_s(profile))))
         deref(self.model).set_fused_epilogues(fused_epilogues)

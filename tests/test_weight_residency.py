@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import taso_env as te
-from taso_env.engine.cost_model import TableCostModel, _table_path, make_cost_model, weight_residency
+from taso_env.engine.cost_model import CostModelError, TableCostModel, _table_path, make_cost_model, weight_residency
 from taso_env.engine.search import enumeration, step, successors
 from taso_env.gpu import cost_table
 
 MiB = 2**20
-TABLE = "table:h100_fp32"
+TABLE = "table+residency:h100_fp32"
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +47,13 @@ def _units(model, graph) -> int:
     return model._model.graph_cost_units(graph._core)
 
 
-def test_the_term_is_the_table_models_and_off_where_asked(model, table_alone):
-    assert model._model.prices_weight_residency
+def test_the_term_is_priced_only_where_asked(model, table_alone):
+    assert model._model.prices_weight_residency and model.name.endswith("+residency")
     assert not table_alone._model.prices_weight_residency
+    assert not make_cost_model("table:h100_fp32")._model.prices_weight_residency  # search's default
     assert not make_cost_model("analytic")._model.prices_weight_residency
-    assert not make_cost_model("table:h100_tf32")._model.prices_weight_residency  # measured in fp32 only
+    with pytest.raises(CostModelError, match="table\\+residency"):
+        make_cost_model("table+residency:")
 
 
 def test_a_heavily_merged_nasrnn_prices_its_gemvs_cold_and_the_original_does_not(model, table_alone, nasrnn_graphs):

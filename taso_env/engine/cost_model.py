@@ -78,8 +78,10 @@ class TableCostModel(CostModel):
             (the executor with RLFLOW_FUSE=0).
         weight_residency: GEMVs (GEMMs of a constant weight and at most 16 rows) cost
             more once the distinct weights they read overflow the L2, as measured on
-            the H100 in fp32 (taso/weight_residency.h); default: on for fp32 tables,
-            the math mode it was measured in.
+            the H100 in fp32 (taso/weight_residency.h; spec "table+residency:<path>").
+            Off by default: it ranks graphs closer to their measured runtimes, but as a
+            search objective it walls greedy descent and backtracking in at a local
+            optimum (nasrnn: 175.0 us where they reach 116.8 without it).
 
     Raises:
         CostTableError: the file is missing, corrupt, or has no matching table.
@@ -87,7 +89,7 @@ class TableCostModel(CostModel):
 
     def __init__(self, table, *, device: str | None = None, math: str | None = None,
                  profile: str | None = None, fused_epilogues: bool = True,
-                 weight_residency: bool | None = None):
+                 weight_residency: bool = False):
         from taso_env.gpu import cost_table
 
         if not isinstance(table, cost_table.CostTable):
@@ -98,13 +100,11 @@ class TableCostModel(CostModel):
             self.name = f"table:{table.device}/{table.math}"
         self.device, self.math = table.device, table.math
         profile = profile or ("h100-tf32" if table.math == "tf32" else "h100")
-        if weight_residency is None:
-            weight_residency = table.math == "fp32"
         self._model = _core.TableModel(profile, fused_epilogues, weight_residency)
         if not fused_epilogues:
             self.name += "+unfused"
-        if not weight_residency and table.math == "fp32":
-            self.name += "+hot-weights"
+        if weight_residency:
+            self.name += "+residency"
         for sig, ms, analytic in table.items():
             self._model.set(sig, ms, analytic)
 
@@ -198,7 +198,8 @@ def device_profiles() -> list[str]:
 
 def make_cost_model(spec: str | CostModel) -> CostModel:
     """Builds a cost model from a spec string: "analytic[:<profile>]",
-    "table:<path.h5>" or "cuda[:fp32|tf32][:<path.h5>]".
+    "table:<path.h5>", "table+residency:<path.h5>" (the table with the weight-residency
+    term) or "cuda[:fp32|tf32][:<path.h5>]".
 
     Raises:
         CostModelError: for an unknown spec, or a `cuda` model where there is no GPU.
@@ -209,10 +210,10 @@ def make_cost_model(spec: str | CostModel) -> CostModel:
     kind, _, arg = str(spec).partition(":")
     if kind == "analytic":
         return AnalyticCostModel(arg or "h100")
-    if kind == "table":
+    if kind in ("table", "table+residency"):
         if not arg:
-            raise CostModelError("cost model 'table' needs a file: 'table:<path.h5>'")
-        return TableCostModel(_table_path(arg))
+            raise CostModelError(f"cost model {kind!r} needs a file: '{kind}:<path.h5>'")
+        return TableCostModel(_table_path(arg), weight_residency=kind == "table+residency")
     if kind == "cuda":
         from taso_env.gpu.cuda_backend import MATH_MODES
 
@@ -224,7 +225,7 @@ def make_cost_model(spec: str | CostModel) -> CostModel:
         except TasoEnvError as err:
             raise CostModelError(f"cost model {spec!r} is not available here: {err}") from err
     raise CostModelError(f"unknown cost model {spec!r}; use 'analytic[:profile]', "
-                         "'table:<path.h5>' or 'cuda'")
+                         "'table[+residency]:<path.h5>' or 'cuda'")
 
 
 def _table_path(arg: str) -> str:

@@ -76,11 +76,11 @@ TEST(gemvs_are_charged_their_share_and_op_costs_sum_to_the_graph_cost) {
   const int64_t share = cost_units(0.25 * cold_read_extra_ms(8 * kMiB));
   CHECK_EQ(r.term_units(), 4 * share);
   TableCostModel table(device_profile("h100"));
-  const std::vector<double> cold = table.op_costs_ms(g);
-  table.set_weight_residency(false);
+  CHECK(!table.prices_weight_residency());  // off unless asked for (search's default)
   const std::vector<double> hot = table.op_costs_ms(g);
   const int64_t hot_units = table.graph_cost_units(g);
   table.set_weight_residency(true);
+  const std::vector<double> cold = table.op_costs_ms(g);
   int gemvs_seen = 0;
   for (int i = 0; i < g.num_ops(); ++i) {
     CHECK_EQ(cost_units(cold[i]) - cost_units(hot[i]), r.op_units(i));

@@ -57,8 +57,9 @@ class TableCostModel : public CostModel {
   void set_fused_epilogues(bool on) { fused_epilogues_ = on; }
 
   // The table's entries are measured with each op's weight hot in L2, which a run of
-  // the whole graph keeps only while its GEMVs' weights fit (taso/weight_residency.h): on
-  // by default; off prices the table's entries alone.
+  // the whole graph keeps only while its GEMVs' weights fit (taso/weight_residency.h).
+  // Off by default: as a search objective the term walls greedy descent and backtracking
+  // in at a local optimum (docs/gpu.md, "The table prices weight residency").
   bool prices_weight_residency() const override { return weight_residency_; }
   void set_weight_residency(bool on) { weight_residency_ = on; }
 
@@ -99,7 +100,7 @@ class TableCostModel : public CostModel {
 
  private:
   bool fused_epilogues_ = true;
-  bool weight_residency_ = true;
+  bool weight_residency_ = false;
   void refresh_scales() const;
 
   AnalyticCostModel analytic_;
