@@ -162,6 +162,10 @@ def bench_model(name: str, model, args) -> dict:
                    "spearman_path_unfused": spearman(upath_est, upath_meas) if len(upath) > 2 else float("nan"),
                    "path_unfused_est_speedup": upath_est[0] / upath_est[-1],
                    "path_unfused_measured_speedup": upath_meas[0] / upath_meas[-1]}
+    residency = {"spearman_residency": float("nan")}
+    if isinstance(model, TableCostModel) and args.math == "fp32":  # the same table with the weight-residency term
+        with_term = TableCostModel(args.table, device=model.device, math=model.math, weight_residency=True)
+        residency["spearman_residency"] = spearman([with_term.graph_cost(x) for x in graphs], meas)
     ref = PYTORCH_REFERENCE.get(name)
     row = {"model": name, "ops": g.num_ops, "measured_ms": orig_ms, "optimised_ms": opt_ms,
            "candidate_est_ms": est, "candidate_measured_ms": meas, "candidate_measured_runs": runs,
@@ -173,7 +177,7 @@ def bench_model(name: str, model, args) -> dict:
            "path_est_ms": path_est, "path_measured_ms": path_meas,
            "spearman_path": spearman(path_est, path_meas) if len(path) > 2 else float("nan"),
            "path_graphs": len(path), "path_est_speedup": path_est[0] / path_est[-1],
-           "path_measured_speedup": path_meas[0] / path_meas[-1], **unfused,
+           "path_measured_speedup": path_meas[0] / path_meas[-1], **unfused, **residency,
            "table_miss_rate": misses / max(1, sum(x.num_ops for x in graphs)),
            "pytorch_ref_ms": ref[0] if ref else float("nan"),
            "pytorch_ref": f"{ref[1]} {ref[2]}" if ref else "-", "search_s": r.seconds,
@@ -286,7 +290,8 @@ def main(argv=None) -> int:
     unfused = ["spearman_unfused", "spearman_path_unfused", "path_unfused_est_speedup",
                "path_unfused_measured_speedup"] if args.compare_unfused else []
     emit("cuda", rows, ["model", "ops", "measured_ms", "optimised_ms", "est_speedup", "measured_speedup",
-                        "spearman", "spearman_repeat", "candidates", "measured_spread", "noise_floor",
+                        "spearman", "spearman_residency", "spearman_repeat", "candidates", "measured_spread",
+                        "noise_floor",
                         "spearman_path", "path_graphs", "path_est_speedup", "path_measured_speedup", *unfused,
                         "table_miss_rate",
                         "pytorch_here_ms", "vs_pytorch", "pytorch_ref_ms", "pytorch_ref"],
