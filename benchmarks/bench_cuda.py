@@ -123,9 +123,10 @@ def torch_runtime(name: str, math: str) -> float | None:
 def bench_model(name: str, model, args) -> dict:
     g = te.load_onnx(name) if name.endswith(".onnx") else te.graphs.build(name, seed=None)
     opaque = "host" if any(o.type == "Opaque" for o in g.ops) else "error"
+    # every measurement: fresh executors, 3 warm-up and 30 timed replays each
+    measuring = dict(warmup=3, repeats=30, placements=args.placements, math=args.math, opaque=opaque)
     r = te.search(g, "backtracking", budget=args.budget, model=model)
-    orig_ms, opt_ms = im.measure_side_by_side([g, r.graph], warmup=3, repeats=30, seed=args.measure_seed,
-                                              math=args.math, opaque=opaque)
+    orig_ms, opt_ms = im.measure_side_by_side([g, r.graph], seed=args.measure_seed, **measuring)
     graphs = [g] + cost_table.random_rewrites(g, args.candidates, seed=args.seed)
     if hasattr(model, "reset_counters"):
         model.reset_counters()
@@ -133,9 +134,8 @@ def bench_model(name: str, model, args) -> dict:
     misses = getattr(model, "misses", 0)
 
     def runs_of(xs):  # per graph, per round: a fresh executor's median of 30 replays
-        return im.measure_interleaved(xs, rounds=args.executors_per_graph, warmup=3, repeats=30,
-                                      order=args.order, placements=args.placements, seed=args.measure_seed,
-                                      math=args.math, opaque=opaque)
+        return im.measure_interleaved(xs, rounds=args.executors_per_graph, order=args.order, seed=args.measure_seed,
+                                      **measuring)
 
     def measured(xs):  # per graph: the middle of its rounds' medians
         return [im.middle(each) for each in runs_of(xs)]
@@ -145,9 +145,8 @@ def bench_model(name: str, model, args) -> dict:
     repeat = (spearman([im.middle(each[0::2]) for each in runs], [im.middle(each[1::2]) for each in runs])
               if args.executors_per_graph >= 2 else float("nan"))
     # the noise floor: the original measured again by fresh executors, in the same way
-    again = (im.measure_interleaved([g], rounds=args.noise_executors, warmup=3, repeats=30,
-                                    placements=args.placements, seed=args.measure_seed + 1, math=args.math,
-                                    opaque=opaque)[0] if args.noise_executors else [])
+    again = (im.measure_interleaved([g], rounds=args.noise_executors, seed=args.measure_seed + 1, **measuring)[0]
+             if args.noise_executors else [])
     noise = (max(again) - min(again)) / im.middle(again) if again else float("nan")
     path = [g] + (cost_table.greedy_path(g, args.candidates, model=model) if args.path else [])
     path_est = [model.graph_cost(x) for x in path]

@@ -154,7 +154,8 @@ def _measure(original, optimised, math: str) -> dict[str, float]:
     opaque = "host" if any(o.type == "Opaque" for o in original.ops) else "error"
     measured = dict(zip(("original", "optimised"), im.measure_side_by_side([original, optimised], math=math,
                                                                           opaque=opaque)))
-    print(f"measured on {cuda_backend.device_name()} ({math}, CUDA-graph replay, 5 interleaved rounds, median): "
+    print(f"measured on {cuda_backend.device_name()} ({math}, CUDA-graph replay, {im.ROUNDS} interleaved rounds, "
+          "median): "
           f"{measured['original']:.4f} ms -> {measured['optimised']:.4f} ms "
           f"(speedup {measured['original'] / measured['optimised']:.3f}x)")
     return measured

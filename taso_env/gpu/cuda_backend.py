@@ -262,7 +262,7 @@ class Executor:
             plan = plan_store.lookup(graph, self.math)
         #: the tuning plan this executor runs ({} = the executor's own choices)
         self.plan = {int(k): dict(v) for k, v in (plan or {}).items()}
-        if arena_offset < 0 or arena_offset % ARENA_ALIGN:
+        if arena_offset < 0:  # (the executor refuses a misaligned one)
             raise ValueError(f"arena_offset must be a non-negative multiple of {ARENA_ALIGN} bytes, got {arena_offset}")
         self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed, self.plan,
                                    _known_scalars(graph, self._weights), arena_offset)

@@ -3,7 +3,7 @@
     from taso_env.gpu import interleaved_measurement as im
     runs = im.measure_interleaved([g0, g1, g2], rounds=8)   # runs[i][r]: graph i, round r (ms)
     ms = [im.middle(r) for r in runs]
-    ms = im.measure_side_by_side([original, optimised])      # the same, five rounds
+    ms = im.measure_side_by_side([original, optimised])      # the same, ROUNDS rounds
 
 Rewrites of a transformer move its runtime by a few tenths of a percent, and two things
 move a measurement by as much without the graph changing:
@@ -39,6 +39,8 @@ ORDERS = ("interleaved", "sequential")
 PLACEMENTS = ("random", "fixed")
 #: Arena shifts are drawn below this many bytes (a few cache-hash and DRAM page periods).
 PLACEMENT_SPAN = 4 << 20
+#: Rounds (fresh executors per graph) unless asked otherwise.
+ROUNDS = 5
 
 
 def middle(values: Sequence[float]) -> float:
@@ -48,7 +50,7 @@ def middle(values: Sequence[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def measure_interleaved(graphs: Sequence[Graph], *, rounds: int = 5, warmup: int = 10, repeats: int = 50,
+def measure_interleaved(graphs: Sequence[Graph], *, rounds: int = ROUNDS, warmup: int = 10, repeats: int = 50,
                         order: str = "interleaved", placements: str = "random", seed: int = 0,
                         on_measured: Callable[[int, int, float], None] | None = None,
                         **executor_kwargs) -> list[list[float]]:

@@ -52,11 +52,8 @@ uint64_t op_local_hash(const Op& op) {
 
 std::vector<uint64_t> Graph::op_hashes() const {
   std::vector<uint64_t> h(ops_.size());
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    uint64_t v = graph_hash::op_local_hash(ops_[i]);
-    for (const TensorRef& r : ops_[i].inputs) v = graph_hash::add_input(v, h[r.op], r.index);
-    h[i] = v;
-  }
+  for (size_t i = 0; i < ops_.size(); ++i)
+    h[i] = graph_hash::merkle_hash(graph_hash::op_local_hash(ops_[i]), ops_[i].inputs, h);
   return h;
 }
 

@@ -126,10 +126,9 @@ struct GraphFacts {
       local_hash.resize(g.num_ops());
       merkle.resize(g.num_ops());
       for (int i = 0; i < g.num_ops(); ++i) {
-        uint64_t v = local_hash[i] = graph_hash::op_local_hash(g.op(i));
-        for (const TensorRef& r : g.op(i).inputs) v = graph_hash::add_input(v, merkle[r.op], r.index);
-        merkle[i] = v;
-        graph_hash += graph_hash::op_term(v);
+        local_hash[i] = graph_hash::op_local_hash(g.op(i));
+        merkle[i] = graph_hash::merkle_hash(local_hash[i], g.op(i).inputs, merkle);
+        graph_hash += graph_hash::op_term(merkle[i]);
       }
       for (size_t i = 0; i < g.outputs().size(); ++i) {
         output_name_hash.push_back(graph_hash::hash_string(0, g.output_names()[i]));
@@ -140,12 +139,9 @@ struct GraphFacts {
     if (model && model->prices_weight_residency()) {
       if (!with_hashes) {
         merkle.assign(g.num_ops(), 0);
-        for (int i = 0; i < g.num_ops(); ++i) {
-          if (!constant[i]) continue;  // (a constant op reads constants only)
-          uint64_t v = graph_hash::op_local_hash(g.op(i));
-          for (const TensorRef& r : g.op(i).inputs) v = graph_hash::add_input(v, merkle[r.op], r.index);
-          merkle[i] = v;
-        }
+        for (int i = 0; i < g.num_ops(); ++i)  // (a constant op reads constants only)
+          if (constant[i])
+            merkle[i] = graph_hash::merkle_hash(graph_hash::op_local_hash(g.op(i)), g.op(i).inputs, merkle);
       }
       value_hashes = true;
       residency.emplace(g, constant, merkle);

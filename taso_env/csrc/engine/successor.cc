@@ -203,7 +203,6 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
         r.value_changed[id] = 1;
     }
   }
-  r.near = hops_from(facts, r.changed, max_near_radius());
   std::vector<OpType> types;
   for (int id : r.changed) types.push_back(r.graph->op(id).type);
   std::sort(types.begin(), types.end());
@@ -214,6 +213,13 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
       if (r.graph->op(id).type == type) seeds.push_back(id);
     r.near_by_changed_type.push_back({type, hops_from(facts, seeds, max_near_radius())});
   }
+  // The hops from all changed ops: the fewest from those of any one type.
+  r.near.assign(r.graph->num_ops(), -1);
+  for (const auto& by_type : r.near_by_changed_type)
+    for (size_t i = 0; i < r.near.size(); ++i) {
+      const int hops = by_type.second[i];
+      if (hops >= 0 && (r.near[i] < 0 || hops < r.near[i])) r.near[i] = hops;
+    }
   return r;
 }
 

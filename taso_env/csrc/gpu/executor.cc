@@ -128,7 +128,8 @@ Executor::Executor(const Graph& graph, ExecutorOptions options)
       throw ValueError("known scalar op '" + op.name + "' is not a one-element int32 / int64 / float Weight");
   }
   if (options_.arena_offset % kAlign)
-    throw ValueError("arena offset must be a multiple of 256 bytes, got " + std::to_string(options_.arena_offset));
+    throw ValueError("arena offset must be a multiple of " + std::to_string(kAlign) + " bytes, got " +
+                     std::to_string(options_.arena_offset));
   res_->plan = &options_.plan;
   res_->float_dtype = float_storage(options_.math);
   std::vector<char> no_fuse(n_ops, 0);

@@ -63,7 +63,7 @@ struct ExecutorOptions {
   // allocation. Where a tensor lies in memory moves a graph's runtime by a few tenths of
   // a percent (caches and memory channels are picked by address bits); measurements
   // that must rank graphs differing by that much sample several placements
-  // (cuda_backend.measure_graphs).
+  // (taso_env/gpu/interleaved_measurement.py).
   size_t arena_offset = 0;
 };
 

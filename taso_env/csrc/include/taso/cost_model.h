@@ -25,8 +25,7 @@ class CostModel {
 
   // Whether the graph cost includes the weight-residency term (taso/weight_residency.h:
   // GEMVs read their weights cold once a run's weights overflow the L2), charged to the
-  // GEMV ops: true for the measured costs of the H100 executor, whose table prices each
-  // op with its weight hot.
+  // GEMV ops: the table model's, where asked for (TableCostModel::set_weight_residency).
   virtual bool prices_weight_residency() const { return false; }
 
   // Cost of op `op_id` of `graph` given which ops are constant (0 for sources and

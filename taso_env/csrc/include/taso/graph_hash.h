@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "taso/op.h"
 
@@ -32,6 +33,13 @@ uint64_t op_local_hash(const Op& op);
 // Adds one input (the producer's Merkle hash and the output index) to an op hash.
 inline uint64_t add_input(uint64_t v, uint64_t producer_hash, int index) {
   return mix(mix(v, producer_hash), static_cast<uint64_t>(index));
+}
+// An op's Merkle hash: `local` (op_local_hash) with each input added, `merkle` holding
+// the producers' Merkle hashes by op id.
+inline uint64_t merkle_hash(uint64_t local, const std::vector<TensorRef>& inputs,
+                            const std::vector<uint64_t>& merkle) {
+  for (const TensorRef& r : inputs) local = add_input(local, merkle[r.op], r.index);
+  return local;
 }
 // The term an op contributes to the graph hash.
 inline uint64_t op_term(uint64_t merkle) { return mix(0x3c6ef372fe94f82bULL, merkle); }
