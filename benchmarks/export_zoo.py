@@ -5,8 +5,9 @@ torchvision and transformers; nothing is downloaded).
     python benchmarks/export_zoo.py OUT_DIR [--models resnet18 swin_t gpt2 ...]
 
 Models: any torchvision classification model by its torchvision name (MODELS are the
-shipped ones), or a Hugging Face model of TRANSFORMERS built from its default config
-(`input_ids`, `attention_mask` [1, 128]; eager attention, "<name>@sdpa" for SDPA).
+shipped ones), a torchvision segmentation or video model of SEGMENTATION / VIDEO, or a
+Hugging Face model of TRANSFORMERS built from its default config (`input_ids`,
+`attention_mask` [1, 128], or an image / audio input; eager attention, "<name>@sdpa" for SDPA).
 "<name>:dynamic" exports with symbolic batch (and sequence) dims (`export_dynamic`).
 Every model: random init (torchvision `weights=None`), ±1e-3 uniform noise on every
 float parameter and buffer (BatchNorm running_var positive only) so that no two
@@ -55,7 +56,20 @@ TRANSFORMERS = {
     "qwen2_small": ("Qwen2Model", "Qwen2Config", 128, {**_SMALL, "num_key_value_heads": 2, "intermediate_size": 688}),
     "deberta_v2_small": ("DebertaV2Model", "DebertaV2Config", 128, _SMALL),
     "mpnet": ("MPNetModel", "MPNetConfig", 128, _SMALL),
+    "squeezebert": ("SqueezeBertModel", "SqueezeBertConfig", 128, {**_SMALL, "embedding_size": 256}),
+    "gemma_small": ("GemmaModel", "GemmaConfig", 128, {**_SMALL, "num_key_value_heads": 1, "head_dim": 64}),
+    "falcon_small": ("FalconModel", "FalconConfig", 128, {"hidden_size": 256, "num_hidden_layers": 2,
+                                                         "num_attention_heads": 4, "vocab_size": 1000}),
+    # image and audio encoders: "image" takes `pixel_values` [1, 3, S, S] (S: the config's
+    # image_size), "audio" `input_values` [1, 16000] (one second at 16 kHz)
+    "mobilevit": ("MobileViTModel", "MobileViTConfig", "image", {}),
+    "wav2vec2_small": ("Wav2Vec2Model", "Wav2Vec2Config", "audio", {**_SMALL, "vocab_size": 32}),
 }
+
+#: torchvision models beyond classification, by task: segmentation (the main output,
+#: out["out"], of a 224x224 image) and video classification (8 frames of 112x112).
+SEGMENTATION = {"fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"}
+VIDEO = {"r3d_18", "mc3_18", "r2plus1d_18"}
 
 
 def image_size(name: str) -> int:
@@ -92,10 +106,32 @@ def make(name: str):
     kwargs = {"weights": None}
     if name.startswith("inception") or name == "googlenet":
         kwargs.update(aux_logits=False, init_weights=False)
+    if name in SEGMENTATION:
+        kwargs.update(weights_backbone=None, aux_loss=False)
     model = torchvision.models.get_model(fn, **kwargs).eval()
     add_noise(model)
+    g = torch.Generator().manual_seed(1)
+    if name in SEGMENTATION:
+        return MainOutput(model).eval(), torch.randn(1, 3, 224, 224, generator=g)
+    if name in VIDEO:
+        return model, torch.randn(1, 3, 8, 112, 112, generator=g)
     size = image_size(name)
-    return model, torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
+    return model, torch.randn(1, 3, size, size, generator=g)
+
+
+def MainOutput(model):  # noqa: N802 (a module class made where torch is imported)
+    """`model` returning only its main output (a segmentation model's out["out"])."""
+    import torch
+
+    class Main(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x)["out"]
+
+    return Main(model)
 
 
 def make_transformer(name: str):
@@ -113,6 +149,11 @@ def make_transformer(name: str):
     model = cls._from_config(config, attn_implementation=attention or "eager").eval()
     add_noise(model)
     g = torch.Generator().manual_seed(1)
+    if seq == "image":
+        size = config.image_size if isinstance(config.image_size, int) else 224
+        return model, {"pixel_values": torch.randn(1, 3, size, size, generator=g)}
+    if seq == "audio":
+        return model, {"input_values": torch.randn(1, 16000, generator=g)}
     vocab = int(getattr(config, "vocab_size", 30000))
     return model, {"input_ids": torch.randint(0, vocab, (1, seq), generator=g),
                    "attention_mask": torch.ones(1, seq, dtype=torch.long)}

@@ -1,7 +1,8 @@
 """Import coverage beyond the evaluation zoo: data/models/coverage/ holds shape-only
-exports of other torchvision classifiers and Hugging Face encoders (benchmarks/export_zoo.py,
-see data/models/README.md). Each loads with no opaque op (RoBERTa and MPNet: only their
-position-id preprocessing, computed from the input ids), computes what onnxruntime computes on the
+exports of other torchvision classifiers, segmentation and video models and Hugging Face
+text, image and audio encoders (benchmarks/export_zoo.py, see data/models/README.md). Each
+loads with no opaque op (RoBERTa and MPNet: only their position-id preprocessing, computed
+from the input ids; the video model: its 3-D convolutions), computes what onnxruntime computes on the
 file itself, and its greedy-optimised graph still does. distilbert_dynamic is the
 TorchScript export with symbolic batch and sequence dims (as user scripts and optimum
 make them): it loads once they are given, its Shape arithmetic folded away."""
@@ -20,8 +21,9 @@ from taso_env.onnx.check import check_equivalent, random_feeds
 COVERAGE = sorted((Path(__file__).resolve().parent.parent / "data" / "models" / "coverage").glob("*.onnx"))
 
 #: Opaque ops a file may keep: RoBERTa's and MPNet's position ids (Equal, CumSum of the
-#: input ids).
-PREPROCESSING = {"roberta_base": {"Equal", "CumSum", "GatherElements"}, "mpnet": {"Equal", "CumSum"}}
+#: input ids), and the 3-D convolutions and pooling of the video model (the core's are 2-D).
+PREPROCESSING = {"roberta_base": {"Equal", "CumSum", "GatherElements"}, "mpnet": {"Equal", "CumSum"},
+                 "r3d_18": {"Conv", "GlobalAveragePool"}}
 #: Sizes of the symbolic input dims of the dynamic exports.
 DIMS = {"distilbert_dynamic": {"batch": 1, "sequence": 128}}
 
@@ -30,7 +32,9 @@ def test_the_coverage_set_spans_the_families():
     names = {p.stem for p in COVERAGE}
     assert {"swin_t", "swin_v2_t", "maxvit_t", "shufflenet_v2_x1_0", "googlenet", "regnet_y_400mf", "gpt2",
             "t5_small_encoder", "distilbert", "albert_base", "roberta_base", "bert_base_sdpa", "llama_small",
-            "qwen2_small", "deberta_v2_small", "mpnet", "distilbert_dynamic"} <= names
+            "qwen2_small", "deberta_v2_small", "mpnet", "distilbert_dynamic", "squeezebert", "gemma_small",
+            "falcon_small", "mobilevit", "wav2vec2_small", "fcn_resnet50", "lraspp_mobilenet_v3_large",
+            "deeplabv3_mobilenet_v3_large", "r3d_18"} <= names
 
 
 @pytest.mark.parametrize("path", COVERAGE, ids=[p.stem for p in COVERAGE])

@@ -73,6 +73,19 @@ def test_onnx_model_matches_the_reference(path):
     _check(g, opaque=opaque)
 
 
+@pytest.mark.parametrize("name", ["wav2vec2_small", "squeezebert", "lraspp_mobilenet_v3_large", "fcn_resnet50"])
+def test_exports_with_lowered_spatial_ops_match_the_reference(name):
+    # 1-D convolutions, InstanceNormalization and bilinear Resize reach the executor as
+    # unit-height Conv2Ds, reductions and interpolation MatMuls (onnx/lowering_spatial.py)
+    g = te.load_onnx(MODELS[0].parent / "coverage" / f"{name}.onnx")
+    g = g.with_weights(g.random_weights(0))
+    assert not [o for o in g.ops if o.type == "Opaque"]
+    feeds = g.random_inputs(0)
+    want = reference.run(g, feeds)
+    assert_close(cb.run(g, feeds), want, RTOL, name)
+    assert_close(cb.run(te.optimize(g, "greedy"), feeds), want, RTOL, f"optimised {name}")
+
+
 def test_opaque_ops_are_refused_with_a_clear_error():
     # GatherND with indices computed at run time is not lowered (onnx/lowering.py): opaque.
     from onnx import TensorProto, helper

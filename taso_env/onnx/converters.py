@@ -117,6 +117,12 @@ def _same(op_type: str, num_inputs: int) -> Callable[[_Node], Conversion]:
     return convert
 
 
+def _global_avg_pool(n: _Node) -> Conversion:
+    """GlobalAveragePool of an NCHW tensor (the core's GlobalAvgPool); other ranks (1-D
+    and 3-D pooling) load as opaque ops."""
+    return _same("GlobalAvgPool", 1)(n) if n.rank(0) == 4 else None
+
+
 def _gelu(n: _Node) -> Conversion:
     approx = n.attrs.get("approximate", b"none")
     return ("Gelu", n.inputs[:1], {}) if approx in (b"none", "none") else None
@@ -264,7 +270,7 @@ _CONVERTERS: dict[str, Callable[[_Node], Conversion]] = {
     "Flatten": _flatten,
     "MaxPool": _pool("MaxPool2D"),
     "AveragePool": _pool("AvgPool2D"),
-    "GlobalAveragePool": _same("GlobalAvgPool", 1),
+    "GlobalAveragePool": _global_avg_pool,
     "BatchNormalization": _batchnorm,
     "Softmax": _softmax,
     "Pad": _pad,

@@ -27,7 +27,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from taso_env.engine.onnx_nodes import run_onnx_node
-from taso_env.onnx.lowering import static_shapes
+from taso_env.onnx.node_maker import static_shapes
 
 #: A float initializer of at most this many distinct values is a constant, not a weight.
 FEW = 16

@@ -29,6 +29,8 @@ computing exactly the same values (so they load as modelled ops, not opaque ones
   with Transposes where the operand or output layout needs them (MaxViT's attention,
   "BGHID,BGHJD->BGHIJ").
 
+The spatial ones (1-D Conv, InstanceNormalization, Resize) are in lowering_spatial.py.
+
 A node whose configuration is not covered (indices computed at run time, batch_dims > 0,
 unknown shapes, an index out of range) is left as it is and loads as an opaque op.
 """
@@ -39,7 +41,21 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2", "Expand", "Einsum", "IsNaN", "Not", "Neg")
+from taso_env.onnx.lowering_spatial import SPATIAL
+from taso_env.onnx.node_maker import (
+    FLOATS,
+    NodeMaker,
+    constant_value,
+    elem_types,
+    fresh,
+    new_constant,
+    new_name,
+    scalar,
+    static_shapes,
+)
+
+LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2", "Expand", "Einsum", "IsNaN", "Not", "Neg",
+           *SPATIAL)
 
 
 def lower(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -82,46 +98,10 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _fresh(name: str, taken) -> str:
-    k, out = 0, name
-    while out in taken:
-        k += 1
-        out = f"{name}{k}"
-    return out
-
-
-def _new_name(stem: str, constants) -> str:
-    """A tensor name no other has, reserved in `constants` (which holds every name the
-    lowering made, constants or not)."""
-    name = _fresh(stem, constants)
-    constants[name] = None
-    return name
-
-
-def _new_constant(stem: str, value: np.ndarray, constants, added) -> str:
-    """A new initializer of `value` (appended to `added`) under a name no other has."""
-    name = _fresh(stem, constants)
-    added.append(numpy_helper.from_array(value, name))
-    constants[name] = added[-1]
-    return name
-
-
-def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
-    """Shapes of every tensor of the inferred model whose dims are all known."""
-    g = model.graph
-    out = {i.name: tuple(i.dims) for i in g.initializer}
-    for vi in [*g.input, *g.value_info, *g.output]:
-        dims = vi.type.tensor_type.shape.dim
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape") and \
-                all(d.HasField("dim_value") for d in dims):
-            out[vi.name] = tuple(d.dim_value for d in dims)
-    return out
-
-
 def _and(n: onnx.NodeProto, constants, added) -> list[onnx.NodeProto]:
     out = n.output[0]
-    zero = _new_constant(f"{out}__zero", np.array(0, dtype=np.uint8), constants, added)
-    b8, picked = _new_name(f"{out}__b_u8", constants), _new_name(f"{out}__u8", constants)
+    zero = new_constant(f"{out}__zero", np.array(0, dtype=np.uint8), constants, added)
+    b8, picked = new_name(f"{out}__b_u8", constants), new_name(f"{out}__u8", constants)
     return [helper.make_node("Cast", [n.input[1]], [b8], name=f"{n.name}__cast_b", to=onnx.TensorProto.UINT8),
             helper.make_node("Where", [n.input[0], b8, zero], [picked], name=f"{n.name}__where"),
             helper.make_node("Cast", [picked], [out], name=n.name, to=onnx.TensorProto.BOOL)]
@@ -148,9 +128,9 @@ def _gather_nd(n: onnx.NodeProto, constants, shapes, added) -> list[onnx.NodePro
         flat = flat * lead[j] + wrapped[..., j]
     out = n.output[0]
     taken = set(constants) | set(shapes)
-    flat_shape_name = _fresh(f"{out}__flat_shape", taken)
-    flat_index_name = _fresh(f"{out}__flat_index", taken)
-    flat_data_name = _fresh(f"{out}__flat", taken)
+    flat_shape_name = fresh(f"{out}__flat_shape", taken)
+    flat_index_name = fresh(f"{out}__flat_index", taken)
+    flat_data_name = fresh(f"{out}__flat", taken)
     flat_shape = np.asarray([int(np.prod(lead))] + list(shape[k:]), dtype=np.int64)
     for name, value in ((flat_shape_name, flat_shape), (flat_index_name, flat)):
         added.append(numpy_helper.from_array(value, name))
@@ -159,36 +139,14 @@ def _gather_nd(n: onnx.NodeProto, constants, shapes, added) -> list[onnx.NodePro
             helper.make_node("Gather", [flat_data_name, flat_index_name], [out], name=n.name, axis=0)]
 
 
-def elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    """ONNX element type of every tensor the inferred model types."""
-    g = model.graph
-    out = {i.name: i.data_type for i in g.initializer}
-    for vi in [*g.input, *g.value_info, *g.output]:
-        if vi.type.HasField("tensor_type"):
-            out[vi.name] = vi.type.tensor_type.elem_type
-    return out
-
-
-_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
-
-
-def _constant_value(name: str, constants) -> np.ndarray | None:
-    return numpy_helper.to_array(constants[name]) if name in constants else None
-
-
-def _scalar(value: float, like: int, stem: str, constants, added) -> str:
-    """A new one-element initializer of `value`, of ONNX element type `like`."""
-    return _new_constant(stem, np.array(value, dtype=onnx.helper.tensor_dtype_to_np_dtype(like)), constants, added)
-
-
 def _pow(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
-    if len(n.input) != 2 or types.get(n.input[0]) not in _FLOATS:
+    if len(n.input) != 2 or types.get(n.input[0]) not in FLOATS:
         return None
-    c = _constant_value(n.input[1], constants)
+    c = constant_value(n.input[1], constants)
     if c is None or c.size != 1:
         return None
     x, out, e = n.input[0], n.output[0], float(c.reshape(()))
-    tmp = _new_name(f"{out}__sq", constants)
+    tmp = new_name(f"{out}__sq", constants)
     if e == 1:
         return [helper.make_node("Identity", [x], [out], name=n.name)]
     if e == 2:
@@ -200,7 +158,7 @@ def _pow(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | No
     if e == 0.5:
         return [helper.make_node("Sqrt", [x], [out], name=n.name)]
     if e in (-1, -0.5):
-        one = _scalar(1.0, types[x], f"{out}__one", constants, added)
+        one = scalar(1.0, types[x], f"{out}__one", constants, added)
         if e == -1:
             return [helper.make_node("Div", [one, x], [out], name=n.name)]
         return [helper.make_node("Sqrt", [x], [tmp], name=f"{n.name}__sqrt"),
@@ -209,9 +167,9 @@ def _pow(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | No
 
 
 def _reciprocal(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
-    if len(n.input) != 1 or types.get(n.input[0]) not in _FLOATS:
+    if len(n.input) != 1 or types.get(n.input[0]) not in FLOATS:
         return None
-    one = _scalar(1.0, types[n.input[0]], f"{n.output[0]}__one", constants, added)
+    one = scalar(1.0, types[n.input[0]], f"{n.output[0]}__one", constants, added)
     return [helper.make_node("Div", [one, n.input[0]], [n.output[0]], name=n.name)]
 
 
@@ -219,7 +177,7 @@ def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | 
     if opset < 10 or len(n.input) < 3 or n.input[0] not in shapes:
         return None  # before opset 10 the bounds were attributes
     shape = list(shapes[n.input[0]])
-    params = [_constant_value(t, constants) if t else None for t in list(n.input[1:]) + [""] * (5 - len(n.input))]
+    params = [constant_value(t, constants) if t else None for t in list(n.input[1:]) + [""] * (5 - len(n.input))]
     starts, ends, axes, steps = params[:4]
     if starts is None or ends is None or (len(n.input) > 3 and n.input[3] and axes is None) or \
             (len(n.input) > 4 and n.input[4] and steps is None):
@@ -245,7 +203,7 @@ def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | 
             cuts.append((axis, start, end, step, column))
     if not cuts:
         return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
-    maker = _NodeMaker(n.output[0], constants, added, opset)
+    maker = NodeMaker(n.output[0], constants, added, opset)
     current = n.input[0]
     for axis, start, end, step, column in cuts:
         dim = shape[axis]
@@ -262,57 +220,12 @@ def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | 
     return maker.finish(current, n.name)
 
 
-class _NodeMaker:
-    """Builds a chain of nodes ending in tensor `out`, with fresh names for the rest."""
-
-    def __init__(self, out: str, constants, added, opset: int = 13):
-        self.out, self.constants, self.added, self.nodes, self.opset = out, constants, added, [], opset
-
-    def fresh(self, stem: str) -> str:
-        return _new_name(f"{self.out}__{stem}", self.constants)
-
-    def constant(self, stem: str, value: np.ndarray) -> str:
-        return _new_constant(f"{self.out}__{stem}", value, self.constants, self.added)
-
-    def part(self, x: str, axis: int, sizes: list[int], keep: int) -> str:
-        """Part `keep` of the nonzero `sizes` of a Split of x along axis (x itself if one)."""
-        sizes = [size for size in sizes if size > 0]
-        if len(sizes) == 1:
-            return x
-        outs = [self.fresh(f"part{len(self.nodes)}_{j}") for j in range(len(sizes))]
-        name = f"{self.out}__split{len(self.nodes)}"
-        if self.opset < 13:  # the sizes were an attribute before opset 13
-            self.nodes.append(helper.make_node("Split", [x], outs, name=name, axis=axis, split=sizes))
-        else:
-            sizes_name = self.constant("sizes", np.asarray(sizes, dtype=np.int64))
-            self.nodes.append(helper.make_node("Split", [x, sizes_name], outs, name=name, axis=axis))
-        return outs[keep]
-
-    def reshape(self, x: str, shape: list[int]) -> str:
-        out = self.fresh(f"reshaped{len(self.nodes)}")
-        self.nodes.append(helper.make_node("Reshape", [x, self.constant("shape", np.asarray(shape, dtype=np.int64))],
-                                           [out], name=f"{self.out}__reshape{len(self.nodes)}"))
-        return out
-
-    def finish(self, last: str, name: str) -> list[onnx.NodeProto]:
-        """The nodes, the last one renamed to write `out` (an Identity if none wrote `last`)."""
-        if not self.nodes or last not in self.nodes[-1].output:
-            self.nodes.append(helper.make_node("Identity", [last], [self.out], name=name))
-            return self.nodes
-        outs = list(self.nodes[-1].output)
-        outs[outs.index(last)] = self.out
-        del self.nodes[-1].output[:]
-        self.nodes[-1].output.extend(outs)
-        self.nodes[-1].name = name
-        return self.nodes
-
-
 def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
-    if types.get(n.input[0]) not in _FLOATS:
+    if types.get(n.input[0]) not in FLOATS:
         return None
     attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
     if opset >= 18:
-        axes = _constant_value(n.input[1], constants) if len(n.input) > 1 and n.input[1] else np.zeros(0, np.int64)
+        axes = constant_value(n.input[1], constants) if len(n.input) > 1 and n.input[1] else np.zeros(0, np.int64)
         if axes is None:
             return None
     else:
@@ -324,9 +237,9 @@ def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto
             return None
         axes = np.arange(len(shapes[n.input[0]]), dtype=np.int64)
     out, keepdims = n.output[0], int(attrs.get("keepdims", 1))
-    squares, sums = _new_name(f"{out}__squares", constants), _new_name(f"{out}__sum_squares", constants)
+    squares, sums = new_name(f"{out}__squares", constants), new_name(f"{out}__sum_squares", constants)
     if opset >= 13:
-        axes_name = _new_constant(f"{out}__axes", axes.astype(np.int64), constants, added)
+        axes_name = new_constant(f"{out}__axes", axes.astype(np.int64), constants, added)
         reduce = helper.make_node("ReduceSum", [squares, axes_name], [sums], name=f"{n.name}__sum", keepdims=keepdims)
     else:
         reduce = helper.make_node("ReduceSum", [squares], [sums], name=f"{n.name}__sum", keepdims=keepdims,
@@ -341,13 +254,13 @@ def _expand(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     src, out = tuple(shapes[n.input[0]]), tuple(shapes[n.output[0]])
     if src == out:  # any dtype (a mask expanded to the shape it has)
         return [helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)]
-    if types.get(n.input[0]) not in _FLOATS or _constant_value(n.input[1], constants) is None:
+    if types.get(n.input[0]) not in FLOATS or constant_value(n.input[1], constants) is None:
         return None
     src = (1,) * (len(out) - len(src)) + src
     if len(src) != len(out):
         return None
     ones_shape = [o if s == 1 else 1 for s, o in zip(src, out)]
-    maker = _NodeMaker(n.output[0], constants, added, opset)
+    maker = NodeMaker(n.output[0], constants, added, opset)
     ones = maker.constant("ones", np.ones(ones_shape, dtype=onnx.helper.tensor_dtype_to_np_dtype(types[n.input[0]])))
     return [helper.make_node("Mul", [n.input[0], ones], [n.output[0]], name=n.name)] + maker.nodes
 
@@ -358,9 +271,9 @@ _FINITE_OUTPUT = frozenset({"Softmax", "Sigmoid", "Tanh"})
 
 def _is_nan(n, producers, types, constants) -> list[onnx.NodeProto] | None:
     x = n.input[0]
-    if producers.get(x) not in _FINITE_OUTPUT or types.get(x) not in _FLOATS:
+    if producers.get(x) not in _FINITE_OUTPUT or types.get(x) not in FLOATS:
         return None
-    diff = _new_name(f"{n.output[0]}__self_difference", constants)
+    diff = new_name(f"{n.output[0]}__self_difference", constants)
     return [helper.make_node("Sub", [x, x], [diff], name=f"{n.name}__sub"),
             helper.make_node("Cast", [diff], [n.output[0]], name=n.name, to=onnx.TensorProto.BOOL)]
 
@@ -388,7 +301,7 @@ def _einsum(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     size = dict(zip(lhs, shapes[n.input[0]]))
     if any(size[c] != d for c, d in zip(rhs, shapes[n.input[1]]) if c in size):
         return None  # a broadcast batch letter: not covered
-    maker = _NodeMaker(n.output[0], constants, added, opset)
+    maker = NodeMaker(n.output[0], constants, added, opset)
 
     def transposed(x: str, have: str, want: str) -> str:
         perm = [have.index(c) for c in want]
@@ -410,19 +323,19 @@ def _not(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | No
     if len(n.input) != 1 or types.get(n.input[0]) != onnx.TensorProto.BOOL:
         return None
     out = n.output[0]
-    zero = _scalar(0, onnx.TensorProto.UINT8, f"{out}__zero", constants, added)
-    one = _scalar(1, onnx.TensorProto.UINT8, f"{out}__one", constants, added)
-    picked = _new_name(f"{out}__u8", constants)
+    zero = scalar(0, onnx.TensorProto.UINT8, f"{out}__zero", constants, added)
+    one = scalar(1, onnx.TensorProto.UINT8, f"{out}__one", constants, added)
+    picked = new_name(f"{out}__u8", constants)
     return [helper.make_node("Where", [n.input[0], zero, one], [picked], name=f"{n.name}__where"),
             helper.make_node("Cast", [picked], [out], name=n.name, to=onnx.TensorProto.BOOL)]
 
 
 def _neg(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
-    if len(n.input) != 1 or types.get(n.input[0]) not in _FLOATS:
+    if len(n.input) != 1 or types.get(n.input[0]) not in FLOATS:
         return None
-    minus_one = _scalar(-1.0, types[n.input[0]], f"{n.output[0]}__minus_one", constants, added)
+    minus_one = scalar(-1.0, types[n.input[0]], f"{n.output[0]}__minus_one", constants, added)
     return [helper.make_node("Mul", [n.input[0], minus_one], [n.output[0]], name=n.name)]
 
 
 _ARITHMETIC = {"Pow": _pow, "Reciprocal": _reciprocal, "Slice": _slice, "ReduceL2": _reduce_l2,
-               "Expand": _expand, "Einsum": _einsum, "Not": _not, "Neg": _neg}
+               "Expand": _expand, "Einsum": _einsum, "Not": _not, "Neg": _neg, **SPATIAL}
