@@ -113,8 +113,26 @@ class Row:
     extra: dict = field(default_factory=dict)
 
 
+def single_threaded_inference() -> bool:
+    """Runs TensorFlow's ops on one thread (intra- and inter-op) if its runtime has not
+    started yet in this process; whether it took effect. A learned agent's calls are
+    small graphs of one observation, where thread pools cost more than they save (the
+    controller's nasrnn episode on a 2-core machine: 120 -> 109 ms, V's encoder 3.5 -> 2.5
+    ms a call, docs/learned_agents.md); a process that trained first keeps its pools."""
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # the runtime already started
+        return False
+    return True
+
+
 def learned_agent(agent: str, run_dir: Path, env):
-    """The run's trained `agent` ("controller" or "model_free") as a policy on `env`."""
+    """The run's trained `agent` ("controller" or "model_free") as a policy on `env`
+    (TensorFlow single-threaded where it can still be: single_threaded_inference)."""
+    single_threaded_inference()
     if agent == "controller":
         from controller.training import load_agent
 
@@ -233,7 +251,8 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                 rows.append(Row(**saved))
                 continue
             steps, best_step, used, load_s = 0, None, None, None
-            env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model)
+            # (observations computed only where the agent reads them: the controller's at local optima)
+            env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model, lazy_observations=True)
             if agent in LEARNED:  # loaded (and traced) once, then moved from graph to graph
                 t0 = time.perf_counter()
                 if agent not in loaded:

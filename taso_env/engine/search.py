@@ -39,6 +39,15 @@ class Candidate(NamedTuple):
         return rules_module.default().specs[self.rule_id]["name"]
 
 
+def _as_candidates(raw) -> list[Candidate]:
+    """Candidates of the engine's (rule_id, location, cost_delta) tuples (tuple.__new__:
+    a third faster than Candidate._make, and a step makes hundreds)."""
+    return [_TUPLE_NEW(Candidate, t) for t in raw]
+
+
+_TUPLE_NEW = tuple.__new__
+
+
 def _core_model(model: str | CostModel | None):
     m = make_cost_model(model) if model is not None else get_cost_model()
     core = getattr(m, "_model", None)
@@ -70,7 +79,7 @@ def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
     """Every valid (rule, location) of `graph`, without materialising any graph."""
     real_work.record("candidates")
     raw = _rules(rules).core.candidates(graph._core, _core_model(model), -1 if rule_id is None else rule_id)
-    return list(map(Candidate._make, raw))
+    return _as_candidates(raw)
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,7 @@ class Enumeration:
 
     def __init__(self, graph: Graph, core, rules, model):
         self.graph = graph
-        self.candidates = list(map(Candidate._make, core.candidates()))  # (rule, location, delta) tuples
+        self.candidates = _as_candidates(core.candidates())  # (rule, location, delta) tuples
         self._core, self._rules, self._model = core, rules, model
 
     def op_costs(self) -> np.ndarray:

@@ -104,6 +104,30 @@ def graph_features(graph: Graph, *, op_costs: np.ndarray, initial_cost: float, s
             "n_node": np.array(n, np.int32), "n_edge": np.array(e, np.int32)}
 
 
+class LazyObservation(Mapping):
+    """An observation computed on its first read (GraphRewriteEnv with
+    `lazy_observations`): a read-only Mapping of the FIELDS, for agents that read few of
+    the observations they are given (the dream-trained controller encodes the graph only
+    at local optima). `compute` must not depend on state that changes later."""
+
+    def __init__(self, compute):
+        self._compute, self._obs = compute, None
+
+    def _fields(self) -> dict[str, np.ndarray]:
+        if self._obs is None:
+            self._obs, self._compute = self._compute(), None
+        return self._obs
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._fields()[name]
+
+    def __iter__(self):
+        return iter(FIELDS)
+
+    def __len__(self) -> int:
+        return len(FIELDS)
+
+
 def check_observation(obs: Mapping[str, np.ndarray]) -> None:
     """Validates an observation against the format; ValueError naming the field."""
     missing = [f for f in FIELDS if f not in obs]

@@ -24,6 +24,8 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -58,6 +60,9 @@ class EnvConfig:
         cost_model: "analytic[:profile]" (or a measured model when available).
         invalid_action: "penalty" or "raise".
         invalid_penalty: reward of an invalid action under "penalty".
+        lazy_observations: observations are `features.LazyObservation`s, computed when
+            first read (a Mapping, not a dict: outside gymnasium's passive checker), for
+            agents that read few of them.
     """
 
     graphs: tuple[str, ...] = ("squeezenet",)
@@ -69,6 +74,7 @@ class EnvConfig:
     invalid_action: str = "penalty"
     invalid_penalty: float = -1.0
     graph_kwargs: dict = field(default_factory=dict)
+    lazy_observations: bool = False
 
     def __post_init__(self):
         if not self.graphs:
@@ -130,14 +136,18 @@ class GraphRewriteEnv(gymnasium.Env):
         location), what an action indexes, and its costs."""
         self._enum, self.graph = enum, enum.graph
         self._stepped: dict[int, search.Enumeration] = {}  # successor enumerations built so far
-        self._cands = enum.candidates
+        self._cands = cands = enum.candidates
         self._by_rule: dict[int, list[Candidate]] = {}  # rules with candidates only
-        self._index_by_rule: dict[int, list[int]] = {}
-        for i, c in enumerate(self._cands):
-            where = self._index_by_rule.setdefault(c.rule_id, [])
-            if len(where) < self.config.max_locations:
-                where.append(i)
-                self._by_rule.setdefault(c.rule_id, []).append(c)
+        self._index_by_rule: dict[int, range] = {}
+        rule_ids = [c.rule_id for c in cands]  # (sorted: an enumeration's candidates are by rule, then location)
+        start = 0
+        while start < len(rule_ids):
+            rule = rule_ids[start]
+            end = bisect.bisect_right(rule_ids, rule, start)
+            kept = min(end, start + self.config.max_locations)
+            self._by_rule[rule] = cands[start:kept]
+            self._index_by_rule[rule] = range(start, kept)
+            start = end
         self._op_costs = enum.op_costs()  # enumerated under self.cost_model
         self._cost = float(self._op_costs.sum())
 
@@ -171,10 +181,11 @@ class GraphRewriteEnv(gymnasium.Env):
         loc[self.n_rules, 0] = True
         return xfer, loc
 
-    def _observation(self) -> dict[str, np.ndarray]:
-        return features.graph_features(self.graph, op_costs=self._op_costs, initial_cost=self._initial_cost,
-                                       step=self._step, horizon=self.config.horizon,
-                                       max_nodes=self.max_nodes, max_edges=self.max_edges)
+    def _observation(self) -> dict[str, np.ndarray] | features.LazyObservation:
+        compute = functools.partial(features.graph_features, self.graph, op_costs=self._op_costs,
+                                    initial_cost=self._initial_cost, step=self._step, horizon=self.config.horizon,
+                                    max_nodes=self.max_nodes, max_edges=self.max_edges)
+        return features.LazyObservation(compute) if self.config.lazy_observations else compute()
 
     def _info(self, **extra) -> dict:
         xfer, loc = self._masks()

@@ -188,7 +188,11 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     child.judge(recost);
   }
   // The ops read, their producers and their readers (whose verdicts and uses were read):
-  // with the removed ops' producers, those whose readers decide which ops die.
+  // with the removed ops' producers, those whose readers decide which ops die. Not the
+  // readers of a source or constant op (readers_decide_nothing): only sole_reader() and
+  // runs_in_place() read how many ops read a producer, and both refuse a constant one and
+  // one running no kernel of the types they take (an input or weight); and such an op
+  // dying under the rewrite costs nothing (weight reads are kept apart: weight_reads).
   if (footprint) {
     read.insert(read.end(), recost.begin(), recost.end());
     read.insert(read.end(), removed.begin(), removed.end());
@@ -206,6 +210,8 @@ Effect rewrite_effect(const Compiled& rule, const GraphFacts& f, const Match& m,
     for (size_t k = 0, read_ops = fp.size(); k < read_ops; ++k) {
       const int id = fp[k];
       for (int j = f.in_start[id]; j < f.in_start[id + 1]; ++j) note(f.in_refs[j].op);
+      if (readers_decide_nothing(f, id) && constant_in_child(f, id, gen) == static_cast<bool>(f.constant[id]))
+        continue;
       for (int j = f.out_start[id]; j < f.out_start[id + 1]; ++j) note(f.out_ops[j]);
     }
     std::sort(fp.begin(), fp.end());

@@ -437,7 +437,7 @@ struct Rewritten {
   std::unique_ptr<Graph> graph;  // (on the heap: `facts` refers to it)
   std::vector<int> new_id;
   std::vector<int> changed;
-  std::vector<char> changed_mask;  // per child op: in `changed`
+  std::vector<char> changed_mask;  // per child op: kChanged, kReadersChanged (only its readers did) or 0
   // Per child op, where the facts price weight residency: a kept constant whose value hash
   // changed (the weight reads a candidate recorded with it are stale).
   std::vector<char> value_changed;
@@ -448,6 +448,13 @@ struct Rewritten {
   // RuleSet::enumerate searches only from the anchors near those.
   std::vector<std::pair<OpType, std::vector<int>>> near_by_changed_type;
 };
+constexpr char kChanged = 1, kReadersChanged = 2;  // Rewritten::changed_mask
+// Whether the readers of op `id` can move no cost delta: a source op (input or weight) or
+// a constant one runs no kernel, so no verdict reads how many ops read it, and its dying
+// costs nothing (rewrite_effect.cc).
+inline bool readers_decide_nothing(const GraphFacts& f, int id) {
+  return is_source_op(f.graph.op(id).type) || f.constant[id];
+}
 std::vector<int> hops_from(const GraphFacts& f, const std::vector<int>& seeds, int radius);
 // The most hops (successor.cc) from a match's first-matched op to any other of its ops,
 // along the links every match of `rule`'s source pattern has: at most its size - 1.

@@ -18,8 +18,10 @@
 // cost delta was computed from (Candidate::footprint; rewrite_effect): its ops and the
 // ops it makes dead, with their producers (whose readers decide which of them die), and
 // the kept ops whose constant-ness or fused-step verdict it changes or judges again,
-// with their producers and readers. One whose footprint holds an op the rewrite removed
-// or changed has the parent's ops but maybe not its cost delta, so it is priced again at
+// with their producers and readers (not the readers of a source or constant op, which
+// decide nothing: readers_decide_nothing). One whose footprint holds an op the rewrite
+// removed or changed (other than a source or constant op only losing or gaining readers)
+// has the parent's ops but maybe not its cost delta, so it is priced again at
 // its place (not searched for again: its ops are the parent's, and so is the target it
 // plans while the tensors that target reads keep their constant-ness: RuleSet::delta_at);
 // beyond that its cost delta is the parent's (where the model prices weight residency:
@@ -88,15 +90,16 @@ std::vector<int> rule_detail::hops_from(const GraphFacts& f, const std::vector<i
 namespace {
 
 // Ops of `child` where the rewrite of `parent` changed something: the ops the target
-// built, kept ops whose inputs changed, kept producers of the removed ops' inputs.
+// built, kept ops whose inputs changed, kept producers of the removed ops' inputs (those
+// whose readers alone changed also in `readers_only`).
 std::vector<int> changed_ops(const Graph& parent, const Graph& child, const std::vector<int>& new_id,
-                             const std::vector<int>& added) {
+                             const std::vector<int>& added, std::vector<int>* readers_only) {
   std::vector<int> out(added);
   for (int i = 0; i < parent.num_ops(); ++i) {
     const auto& ins = parent.op(i).inputs;
     if (new_id[i] < 0) {
       for (const TensorRef& t : ins)
-        if (new_id[t.op] >= 0) out.push_back(new_id[t.op]);
+        if (new_id[t.op] >= 0) readers_only->push_back(new_id[t.op]);
       continue;
     }
     const auto& now = child.op(new_id[i]).inputs;
@@ -175,7 +178,8 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
   Rewritten r;
   std::vector<int> added;
   r.graph = std::make_unique<Graph>(apply_to(parent, c.rule_id, c.location, &r.new_id, &added));
-  r.changed = changed_ops(graph, *r.graph, r.new_id, added);
+  std::vector<int> readers_only;
+  r.changed = changed_ops(graph, *r.graph, r.new_id, added, &readers_only);
   // the unchanged ops keep their costs (unless their constant-ness changed)
   std::vector<int64_t> known(r.graph->num_ops(), -1);
   std::vector<char> known_constant(r.graph->num_ops(), 0);
@@ -184,7 +188,8 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
       known[r.new_id[i]] = parent.raw_units[i];
       known_constant[r.new_id[i]] = parent.constant[i];
     }
-  for (int id : r.changed) known[id] = -1;
+  for (const std::vector<int>* ids : {&r.changed, &readers_only})
+    for (int id : *ids) known[id] = -1;
   r.facts = std::make_unique<GraphFacts>(*r.graph, &model, false, &known, &known_constant);
   const GraphFacts& facts = *r.facts;
   for (int i = 0; i < graph.num_ops(); ++i) {  // kept ops that start or stop running in an epilogue, or being constant
@@ -194,7 +199,12 @@ Rewritten RuleSet::rewrite(const GraphFacts& parent, const CostModel& model, con
       r.changed.push_back(id);
   }
   r.changed_mask.assign(r.graph->num_ops(), 0);
-  for (int id : r.changed) r.changed_mask[id] = 1;
+  for (int id : r.changed) r.changed_mask[id] = kChanged;
+  for (int id : readers_only)  // the producers whose readers alone changed, each once
+    if (!r.changed_mask[id]) {
+      r.changed_mask[id] = kReadersChanged;
+      r.changed.push_back(id);
+    }
   if (facts.value_hashes) {  // kept constants whose value changed (upstream of the rewrite)
     r.value_changed.assign(r.graph->num_ops(), 0);
     for (int i = 0; i < graph.num_ops(); ++i) {
@@ -230,10 +240,14 @@ RuleSet::Carried RuleSet::carried(const Rewritten& rw, const Candidate& c, std::
     at->push_back(rw.new_id[id]);
   }
   if (touches_change(rw.near, *at)) return Carried::kNear;
-  for (int id : c.footprint)
-    if (rw.new_id[id] < 0 || rw.changed_mask[rw.new_id[id]] ||
-        (!rw.value_changed.empty() && rw.value_changed[rw.new_id[id]]))
+  for (int id : c.footprint) {
+    const int now = rw.new_id[id];
+    if (now < 0 || (!rw.value_changed.empty() && rw.value_changed[now])) return Carried::kRepriced;
+    // a constant or source op whose readers alone changed moves no cost delta (rewrite_effect.cc)
+    if (rw.changed_mask[now] == kChanged ||
+        (rw.changed_mask[now] == kReadersChanged && !readers_decide_nothing(*rw.facts, now)))
       return Carried::kRepriced;
+  }
   return Carried::kFar;
 }
 
