@@ -382,3 +382,20 @@ def test_an_evaluation_tells_a_builtin_network_from_an_export_of_the_same_name(t
     # a saved row that cannot be read (cut short, not JSON) is computed again, not a crash
     (tmp_path / "rows" / "inception_v3__greedy.json").write_text('{"graph": "incep')
     assert [r.final_cost_ms for r in evaluate(config, None, tmp_path)] == [r.final_cost_ms for r in rows]
+
+
+def test_learned_agents_run_tensorflow_single_threaded_where_its_runtime_has_not_started():
+    import subprocess
+    import sys
+
+    code = ("import tensorflow as tf\n"
+            "from controller.evaluation import single_threaded_inference as single\n"
+            "print(single(), tf.config.threading.get_intra_op_parallelism_threads(),"
+            " tf.config.threading.get_inter_op_parallelism_threads())\n")
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert fresh.stdout.split() == ["True", "1", "1"], fresh.stderr[-500:]
+    # in this process the runtime already runs (the tests above): nothing changes, no error
+    from controller.evaluation import single_threaded_inference
+
+    tf.constant(1.0)
+    assert single_threaded_inference() is False

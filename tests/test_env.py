@@ -46,6 +46,22 @@ def test_masks_match_candidates_and_stop_is_always_valid():
         assert info["location_mask"][r, :count].all()
 
 
+def test_lazy_observations_hold_what_eager_ones_do_computed_when_first_read():
+    eager = GraphRewriteEnv("nasrnn", horizon=6)
+    lazy = GraphRewriteEnv("nasrnn", horizon=6, lazy_observations=True)
+    pairs = [(eager.reset(seed=0)[0], lazy.reset(seed=0)[0])]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        action = _valid_action(eager._info(), rng)
+        pairs.append((eager.step(action)[0], lazy.step(action)[0]))
+    for want, got in pairs:
+        assert isinstance(got, features.LazyObservation) and got._obs is None  # nothing computed yet
+        assert set(got) == set(want) == set(features.FIELDS)
+        for name in features.FIELDS:
+            np.testing.assert_array_equal(got[name], want[name])
+        features.check_observation(got)
+
+
 def test_a_looked_at_successor_is_built_once_and_reused_by_the_step_that_takes_it():
     """`successor_enumeration(i)` is what `search.step` gives for candidate i; asked again,
     or taken by `step`, it is not built again (one engine step in all), and the next graph
