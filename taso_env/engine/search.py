@@ -39,13 +39,13 @@ class Candidate(NamedTuple):
         return rules_module.default().specs[self.rule_id]["name"]
 
 
+_TUPLE_NEW = tuple.__new__
+
+
 def _as_candidates(raw) -> list[Candidate]:
     """Candidates of the engine's (rule_id, location, cost_delta) tuples (tuple.__new__:
     a third faster than Candidate._make, and a step makes hundreds)."""
     return [_TUPLE_NEW(Candidate, t) for t in raw]
-
-
-_TUPLE_NEW = tuple.__new__
 
 
 def _core_model(model: str | CostModel | None):
