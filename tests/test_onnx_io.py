@@ -121,3 +121,28 @@ def test_a_model_with_external_data_loads_its_weights_from_beside_the_file(tmp_p
         te.load_onnx(path)
     with pytest.raises(te.errors.MalformedOnnxError, match="external data"):
         te.load_onnx(onnx.load(path, load_external_data=False))
+
+
+def test_a_float16_model_optimises_and_checks_equal_within_its_precision():
+    from onnx import TensorProto, helper, numpy_helper
+
+    from taso_env.onnx.check import compare_outputs, output_rtol
+
+    rng = np.random.default_rng(0)
+    half = [numpy_helper.from_array(rng.random(shape).astype(np.float16), name)
+            for name, shape in (("w", (64, 32)), ("b", (32,)), ("w2", (64, 32)))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]), helper.make_node("Add", ["a", "b"], ["c"]),
+             helper.make_node("Relu", ["c"], ["y"]), helper.make_node("MatMul", ["x", "w2"], ["a2"]),
+             helper.make_node("Relu", ["a2"], ["y2"])]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT16, [4, 32]) for n in ("y", "y2")]
+    model = helper.make_model(helper.make_graph(nodes, "half", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT16, [4, 64])], outputs, half), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    g = te.load_onnx(model)
+    best = te.search(g, "backtracking").graph
+    report = check_equivalent(model, best, random_feeds(g, 0))
+    assert report.equivalent and all(np.isfinite(v) for v in report.max_rel_diff.values())
+    # float16 results are compared at 8 of its epsilons (7.8e-3 of the scale), float32 at rtol
+    assert output_rtol(np.float16, 1e-4) == pytest.approx(8 * 2.0 ** -10) and output_rtol(np.float32, 1e-4) == 1e-4
+    want = {"y": np.array([100.0, 1.0], np.float16)}
+    assert compare_outputs(want, {"y": np.array([100.5, 1.0], np.float16)}).equivalent
+    assert not compare_outputs(want, {"y": np.array([101.0, 1.0], np.float16)}).equivalent

@@ -57,18 +57,30 @@ def compare_outputs(expected: Mapping[str, np.ndarray], got: Mapping[str, np.nda
                     rtol: float = 1e-4, atol: float = 1e-5) -> EquivalenceReport:
     """Compares outputs by name. An output agrees when every
     |difference| <= atol + rtol * max|expected|: float32 results differ by summation
-    order, so the relative tolerance is taken against the output's scale. A missing or
-    differently shaped output makes the report not equivalent."""
+    order, so the relative tolerance is taken against the output's scale; for a
+    narrower float output (float16) it is at least 8 of that type's epsilons
+    (`output_rtol`). A missing or differently shaped output makes the report not
+    equivalent."""
     abs_diff, rel_diff, ok = {}, {}, True
     for name, want in expected.items():
         if name not in got or got[name].shape != want.shape:
             abs_diff[name], rel_diff[name], ok = float("inf"), float("inf"), False
             continue
-        diff = np.abs(got[name].astype(np.float64) - want.astype(np.float64))
+        exact = want.astype(np.float64)
+        diff = np.abs(got[name].astype(np.float64) - exact)
         abs_diff[name] = float(diff.max(initial=0.0))
-        rel_diff[name] = float((diff / (np.abs(want) + 1e-12)).max(initial=0.0))
-        ok &= bool(np.all(diff <= atol + rtol * float(np.abs(want).max(initial=0.0))))
+        rel_diff[name] = float((diff / (np.abs(exact) + 1e-12)).max(initial=0.0))
+        scale = float(np.abs(exact).max(initial=0.0))
+        ok &= bool(np.all(diff <= atol + output_rtol(want.dtype, rtol) * scale))
     return EquivalenceReport(abs_diff, rel_diff, rtol, atol, ok)
+
+
+def output_rtol(dtype, rtol: float) -> float:
+    """The relative tolerance of an output of `dtype`: `rtol`, or 8 epsilons of a float
+    type too narrow for it (float16: 7.8e-3), whose results round at every op."""
+    if not np.issubdtype(dtype, np.floating):
+        return rtol
+    return max(rtol, 8 * float(np.finfo(dtype).eps))
 
 
 def check_equivalent(source: onnx.ModelProto, candidate: Graph | onnx.ModelProto,
