@@ -123,7 +123,7 @@ def _with_agent(graph, args: argparse.Namespace):
     from taso_env.engine import real_work
     from taso_env.env.rewrite_env import GraphRewriteEnv
 
-    env = GraphRewriteEnv(graph, horizon=args.horizon, cost_model=args.cost_model)
+    env = GraphRewriteEnv(graph, horizon=args.horizon, cost_model=args.cost_model, lazy_observations=True)
     t0 = time.perf_counter()
     agent = learned_agent(args.agent, Path(args.run), env)
     load_s = time.perf_counter() - t0
