@@ -64,6 +64,14 @@ TRANSFORMERS = {
     # image_size), "audio" `input_values` [1, 16000] (one second at 16 kHz)
     "mobilevit": ("MobileViTModel", "MobileViTConfig", "image", {}),
     "wav2vec2_small": ("Wav2Vec2Model", "Wav2Vec2Config", "audio", {**_SMALL, "vocab_size": 32}),
+    # encoder-decoders: "seq2seq" takes a 64-token source and a 16-token target
+    # (`decoder_input_ids`); exported through their first output, the decoder's states
+    "t5_small_seq2seq": ("T5Model", "T5Config", "seq2seq", {"d_model": 256, "d_ff": 1024, "num_layers": 2,
+                                                          "num_heads": 4, "vocab_size": 1000}),
+    "bart_small": ("BartModel", "BartConfig", "seq2seq", {"d_model": 256, "encoder_layers": 2, "decoder_layers": 2,
+                                                         "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+                                                         "encoder_ffn_dim": 1024, "decoder_ffn_dim": 1024,
+                                                         "vocab_size": 1000}),
 }
 
 #: torchvision models beyond classification, by task: segmentation (the main output,
@@ -119,8 +127,9 @@ def make(name: str):
     return model, torch.randn(1, 3, size, size, generator=g)
 
 
-def MainOutput(model):  # noqa: N802 (a module class made where torch is imported)
-    """`model` returning only its main output (a segmentation model's out["out"])."""
+def MainOutput(model, key="out"):  # noqa: N802 (a module class made where torch is imported)
+    """`model` returning only its main output: out[key] (a segmentation model's
+    out["out"], an encoder-decoder's first output, 0)."""
     import torch
 
     class Main(torch.nn.Module):
@@ -128,8 +137,9 @@ def MainOutput(model):  # noqa: N802 (a module class made where torch is importe
             super().__init__()
             self.inner = inner
 
-        def forward(self, x):
-            return self.inner(x)["out"]
+        def forward(self, *args, **kwargs):
+            out = self.inner(*args, **kwargs)
+            return out.to_tuple()[key] if isinstance(key, int) and hasattr(out, "to_tuple") else out[key]
 
     return Main(model)
 
@@ -143,7 +153,8 @@ def make_transformer(name: str):
     base, _, attention = name.partition("@")
     cls_name, config_cls, seq, overrides = TRANSFORMERS[base]
     config = getattr(transformers, config_cls)(**overrides)
-    config.return_dict = False
+    # (transformers 5's encoder-decoders need their ModelOutput: their first output is taken below)
+    config.return_dict = seq == "seq2seq"
     config.use_cache = False  # a KV cache output does not export (GPT-2)
     cls = getattr(transformers, cls_name)
     model = cls._from_config(config, attn_implementation=attention or "eager").eval()
@@ -155,6 +166,11 @@ def make_transformer(name: str):
     if seq == "audio":
         return model, {"input_values": torch.randn(1, 16000, generator=g)}
     vocab = int(getattr(config, "vocab_size", 30000))
+    if seq == "seq2seq":
+        inputs = {"input_ids": torch.randint(0, vocab, (1, 64), generator=g),
+                  "attention_mask": torch.ones(1, 64, dtype=torch.long),
+                  "decoder_input_ids": torch.randint(0, vocab, (1, 16), generator=g)}
+        return MainOutput(model, key=0).eval(), inputs
     return model, {"input_ids": torch.randint(0, vocab, (1, seq), generator=g),
                    "attention_mask": torch.ones(1, seq, dtype=torch.long)}
 
@@ -232,9 +248,34 @@ def export_full(name: str, model, x):
         except Exception:  # fall through to the dynamo exporter
             pass
     names = {} if kwargs else {"input_names": ["input"], "output_names": ["output"]}
-    prog = torch.onnx.export(model, args, kwargs=kwargs or None, opset_version=18, dynamo=True, optimize=True,
-                             **names)
+    try:
+        prog = torch.onnx.export(model, args, kwargs=kwargs or None, opset_version=18, dynamo=True, optimize=True,
+                                 **names)
+    except Exception:  # torch.export refuses some Hugging Face models (BART, T5): the TorchScript exporter
+        if not kwargs:
+            raise
+        return export_by_position(model, kwargs)
     return prog.model_proto
+
+
+def export_by_position(model, x: dict):
+    """The TorchScript export of a model taking the dict `x` as keyword arguments, its
+    inputs passed by position (opset 17, constant folding)."""
+    import onnx
+    import torch
+
+    class Positional(torch.nn.Module):
+        def __init__(self, inner, names):
+            super().__init__()
+            self.inner, self.names = inner, names
+
+        def forward(self, *args):
+            return self.inner(**dict(zip(self.names, args)))
+
+    buf = io.BytesIO()
+    torch.onnx.export(Positional(model, list(x)), tuple(x.values()), buf, input_names=list(x), opset_version=17,
+                      do_constant_folding=True, dynamo=False)
+    return onnx.load_from_string(buf.getvalue())
 
 
 #: Initializers the stripped file keeps with their data (at most this many elements):
