@@ -45,6 +45,7 @@ from taso_env.onnx.lowering_spatial import SPATIAL
 from taso_env.onnx.node_maker import (
     FLOATS,
     NodeMaker,
+    attributes,
     constant_value,
     elem_types,
     fresh,
@@ -52,6 +53,7 @@ from taso_env.onnx.node_maker import (
     new_name,
     scalar,
     static_shapes,
+    text,
 )
 
 LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2", "Expand", "Einsum", "IsNaN", "Not", "Neg",
@@ -61,10 +63,11 @@ LOWERED = ("GatherND", "And", "Pow", "Reciprocal", "Slice", "ReduceL2", "Expand"
 def lower(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` (already through ONNX shape inference, as the importer has it) with every
     coverable node of a LOWERED type rewritten (the same object when there is none;
-    otherwise a copy, to be inferred again)."""
+    otherwise a copy, to be inferred again). The nodes are lowered reading `model` only:
+    it is copied only where some node was covered (the importer has set its weights
+    aside already)."""
     if not any(n.op_type in LOWERED and n.domain in ("", "ai.onnx") for n in model.graph.node):
         return model
-    original, model = model, onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
     for n in graph.node:
@@ -91,11 +94,12 @@ def lower(model: onnx.ModelProto) -> onnx.ModelProto:
         covered = covered or replacement is not None
         nodes.extend(replacement or [n])
     if not covered:
-        return original  # nothing was covered: no copy to infer again
-    del graph.node[:]
-    graph.node.extend(nodes)
-    graph.initializer.extend(added)
-    return model
+        return model  # nothing was covered: no copy to infer again
+    lowered = onnx.ModelProto.FromString(model.SerializeToString())
+    del lowered.graph.node[:]
+    lowered.graph.node.extend(nodes)
+    lowered.graph.initializer.extend(added)
+    return lowered
 
 
 def _and(n: onnx.NodeProto, constants, added) -> list[onnx.NodeProto]:
@@ -108,7 +112,7 @@ def _and(n: onnx.NodeProto, constants, added) -> list[onnx.NodeProto]:
 
 
 def _gather_nd(n: onnx.NodeProto, constants, shapes, added) -> list[onnx.NodeProto] | None:
-    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    attrs = attributes(n)
     if attrs.get("batch_dims", 0) != 0 or len(n.input) != 2 or len(n.output) != 1:
         return None
     data, indices = n.input
@@ -223,7 +227,7 @@ def _slice(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | 
 def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
     if types.get(n.input[0]) not in FLOATS:
         return None
-    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    attrs = attributes(n)
     if opset >= 18:
         axes = constant_value(n.input[1], constants) if len(n.input) > 1 and n.input[1] else np.zeros(0, np.int64)
         if axes is None:
@@ -236,16 +240,9 @@ def _reduce_l2(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto
         if n.input[0] not in shapes:
             return None
         axes = np.arange(len(shapes[n.input[0]]), dtype=np.int64)
-    out, keepdims = n.output[0], int(attrs.get("keepdims", 1))
-    squares, sums = new_name(f"{out}__squares", constants), new_name(f"{out}__sum_squares", constants)
-    if opset >= 13:
-        axes_name = new_constant(f"{out}__axes", axes.astype(np.int64), constants, added)
-        reduce = helper.make_node("ReduceSum", [squares, axes_name], [sums], name=f"{n.name}__sum", keepdims=keepdims)
-    else:
-        reduce = helper.make_node("ReduceSum", [squares], [sums], name=f"{n.name}__sum", keepdims=keepdims,
-                                  axes=[int(a) for a in axes])
-    return [helper.make_node("Mul", [n.input[0], n.input[0]], [squares], name=f"{n.name}__square"), reduce,
-            helper.make_node("Sqrt", [sums], [out], name=n.name)]
+    maker = NodeMaker(n.output[0], constants, added, opset)
+    sums = maker.reduce("ReduceSum", maker.node("Mul", [n.input[0], n.input[0]]), axes, int(attrs.get("keepdims", 1)))
+    return maker.finish(maker.node("Sqrt", [sums]), n.name)
 
 
 def _expand(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
@@ -279,9 +276,8 @@ def _is_nan(n, producers, types, constants) -> list[onnx.NodeProto] | None:
 
 
 def _einsum(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
-    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
-    equation = attrs.get("equation", b"")
-    equation = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    attrs = attributes(n)
+    equation = text(attrs.get("equation"), "").replace(" ", "")
     if len(n.input) != 2 or "->" not in equation or "." in equation or any(t not in shapes for t in n.input):
         return None
     operands, result = equation.split("->")
@@ -304,18 +300,11 @@ def _einsum(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     maker = NodeMaker(n.output[0], constants, added, opset)
 
     def transposed(x: str, have: str, want: str) -> str:
-        perm = [have.index(c) for c in want]
-        if perm == list(range(len(perm))):
-            return x
-        out = maker.fresh(f"t{len(maker.nodes)}")
-        maker.nodes.append(helper.make_node("Transpose", [x], [out], name=f"{n.name}__transpose{len(maker.nodes)}",
-                                            perm=perm))
-        return out
+        return maker.transpose(x, [have.index(c) for c in want])
 
     a = transposed(n.input[0], lhs, "".join(batch + left + contracted))
     b = transposed(n.input[1], rhs, "".join(batch + contracted + right))
-    product = maker.fresh("product")
-    maker.nodes.append(helper.make_node("MatMul", [a, b], [product], name=f"{n.name}__matmul"))
+    product = maker.node("MatMul", [a, b])
     return maker.finish(transposed(product, "".join(batch + left + right), result), n.name)
 
 

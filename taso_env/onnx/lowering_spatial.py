@@ -26,17 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from taso_env.onnx.node_maker import FLOATS, NodeMaker, constant_value
-
-
-def _attrs(n: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
-
-
-def _text(value, default: str) -> str:
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else str(value)
+from taso_env.onnx.node_maker import FLOATS, NodeMaker, attributes, constant_value, text
 
 
 def _conv_1d(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
@@ -45,11 +35,11 @@ def _conv_1d(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] 
         return None
     if len(shapes[x]) != 3 or len(shapes[w]) != 3:
         return None
-    a = _attrs(n)
+    a = attributes(n)
     pads = list(a.get("pads", [0, 0]))
     attrs = {"strides": [1, *a.get("strides", [1])], "dilations": [1, *a.get("dilations", [1])],
              "pads": [0, pads[0], 0, pads[1]], "group": int(a.get("group", 1))}
-    auto_pad = _text(a.get("auto_pad"), "NOTSET")
+    auto_pad = text(a.get("auto_pad"), "NOTSET")
     if auto_pad != "NOTSET":  # along a unit height every auto_pad pads nothing
         attrs["auto_pad"] = auto_pad
         del attrs["pads"]
@@ -59,27 +49,8 @@ def _conv_1d(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] 
     maker = NodeMaker(y, constants, added, opset)
     signal = maker.reshape(x, [batch, channels, 1, length])
     weight = maker.reshape(w, [out_channels, per_group, 1, kernel])
-    conv = maker.fresh("conv2d")
-    maker.nodes.append(helper.make_node("Conv", [signal, weight, *n.input[2:]], [conv], name=f"{n.name}__conv2d",
-                                        **attrs))
+    conv = maker.node("Conv", [signal, weight, *n.input[2:]], **attrs)
     return maker.finish(maker.reshape(conv, list(out_shape)), n.name)
-
-
-def _reduce_mean(maker: NodeMaker, x: str, axes: list[int]) -> str:
-    out = maker.fresh(f"mean{len(maker.nodes)}")
-    name = f"{maker.out}__mean{len(maker.nodes)}"
-    if maker.opset >= 18:  # the axes are an input from opset 18
-        axes_name = maker.constant("axes", np.asarray(axes, dtype=np.int64))
-        maker.nodes.append(helper.make_node("ReduceMean", [x, axes_name], [out], name=name, keepdims=1))
-    else:
-        maker.nodes.append(helper.make_node("ReduceMean", [x], [out], name=name, keepdims=1, axes=axes))
-    return out
-
-
-def _binary(maker: NodeMaker, op: str, a: str, b: str) -> str:
-    out = maker.fresh(f"{op.lower()}{len(maker.nodes)}")
-    maker.nodes.append(helper.make_node(op, [a, b], [out], name=f"{maker.out}__{op.lower()}{len(maker.nodes)}"))
-    return out
 
 
 def _instance_norm(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
@@ -90,15 +61,13 @@ def _instance_norm(n, constants, shapes, types, opset, added) -> list[onnx.NodeP
     dtype = helper.tensor_dtype_to_np_dtype(types[x])
     maker = NodeMaker(y, constants, added, opset)
     spatial = list(range(2, rank))
-    centred = _binary(maker, "Sub", x, _reduce_mean(maker, x, spatial))
-    variance = _reduce_mean(maker, _binary(maker, "Mul", centred, centred), spatial)
-    epsilon = maker.constant("epsilon", np.array(_attrs(n).get("epsilon", 1e-5), dtype=dtype))
-    root = maker.fresh("root")
-    maker.nodes.append(helper.make_node("Sqrt", [_binary(maker, "Add", variance, epsilon)], [root],
-                                        name=f"{y}__sqrt"))
+    centred = maker.node("Sub", [x, maker.reduce("ReduceMean", x, spatial, keepdims=1)])
+    variance = maker.reduce("ReduceMean", maker.node("Mul", [centred, centred]), spatial, keepdims=1)
+    epsilon = maker.constant("epsilon", np.array(attributes(n).get("epsilon", 1e-5), dtype=dtype))
+    root = maker.node("Sqrt", [maker.node("Add", [variance, epsilon])])
     per_channel = [channels] + [1] * (rank - 2)
-    scaled = _binary(maker, "Mul", _binary(maker, "Div", centred, root), maker.reshape(n.input[1], per_channel))
-    return maker.finish(_binary(maker, "Add", scaled, maker.reshape(n.input[2], per_channel)), n.name)
+    scaled = maker.node("Mul", [maker.node("Div", [centred, root]), maker.reshape(n.input[1], per_channel)])
+    return maker.finish(maker.node("Add", [scaled, maker.reshape(n.input[2], per_channel)]), n.name)
 
 
 _COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric")
@@ -147,13 +116,13 @@ def _resize(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     x, y = n.input[0], n.output[0]
     if opset < 11 or types.get(x) not in FLOATS or x not in shapes or y not in shapes or len(shapes[x]) != 4:
         return None
-    a = _attrs(n)
-    mode = _text(a.get("mode"), "nearest")
-    coordinates = _text(a.get("coordinate_transformation_mode"), "half_pixel")
-    nearest_mode = _text(a.get("nearest_mode"), "round_prefer_floor")
+    a = attributes(n)
+    mode = text(a.get("mode"), "nearest")
+    coordinates = text(a.get("coordinate_transformation_mode"), "half_pixel")
+    nearest_mode = text(a.get("nearest_mode"), "round_prefer_floor")
     if mode not in ("nearest", "linear") or coordinates not in _COORDINATES or nearest_mode not in _NEAREST:
         return None
-    if a.get("antialias", 0) or _text(a.get("keep_aspect_ratio_policy"), "stretch") != "stretch" or "axes" in a:
+    if a.get("antialias", 0) or text(a.get("keep_aspect_ratio_policy"), "stretch") != "stretch" or "axes" in a:
         return None
     scales = constant_value(n.input[2], constants) if len(n.input) > 2 and n.input[2] else None
     if scales is not None and scales.size == 0:
@@ -172,22 +141,14 @@ def _resize(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
     def along_last(t: str, axis: int) -> str:  # t @ M^T, M the axis's [out, in] weights
         m = interpolation_matrix(in_shape[axis], out_shape[axis], float(scales[axis]), mode, coordinates,
                                  nearest_mode)
-        weights = maker.constant(f"interpolation{axis}", m.T.astype(dtype))
-        out = maker.fresh(f"resized{axis}")
-        maker.nodes.append(helper.make_node("MatMul", [t, weights], [out], name=f"{n.name}__resize{axis}"))
-        return out
+        return maker.node("MatMul", [t, maker.constant(f"interpolation{axis}", m.T.astype(dtype))])
 
-    def transposed(t: str) -> str:
-        out = maker.fresh(f"transposed{len(maker.nodes)}")
-        maker.nodes.append(helper.make_node("Transpose", [t], [out], name=f"{n.name}__transpose{len(maker.nodes)}",
-                                            perm=[0, 1, 3, 2]))
-        return out
-
+    swap_hw = [0, 1, 3, 2]
     current = x
     if out_shape[3] != in_shape[3] or scales[3] != 1:
         current = along_last(current, 3)
     if out_shape[2] != in_shape[2] or scales[2] != 1:
-        current = transposed(along_last(transposed(current), 2))
+        current = maker.transpose(along_last(maker.transpose(current, swap_hw), 2), swap_hw)
     return maker.finish(current, n.name)
 
 

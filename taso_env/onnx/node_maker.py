@@ -58,6 +58,18 @@ def elem_types(model: onnx.ModelProto) -> dict[str, int]:
 FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
 
 
+def attributes(node: onnx.NodeProto) -> dict:
+    """The node's attributes by name (onnx's Python values: string ones as bytes)."""
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def text(value, default: str) -> str:
+    """A string attribute's value (`attributes` gives bytes), `default` where absent."""
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def constant_value(name: str, constants) -> np.ndarray | None:
     return numpy_helper.to_array(constants[name]) if name in constants else None
 
@@ -93,11 +105,27 @@ class NodeMaker:
             self.nodes.append(helper.make_node("Split", [x, sizes_name], outs, name=name, axis=axis))
         return outs[keep]
 
-    def reshape(self, x: str, shape: list[int]) -> str:
-        out = self.fresh(f"reshaped{len(self.nodes)}")
-        self.nodes.append(helper.make_node("Reshape", [x, self.constant("shape", np.asarray(shape, dtype=np.int64))],
-                                           [out], name=f"{self.out}__reshape{len(self.nodes)}"))
+    def node(self, op_type: str, inputs: list[str], **attrs) -> str:
+        """A new `op_type` node of `inputs` and `attrs`; its (fresh) output."""
+        stem = f"{op_type.lower()}{len(self.nodes)}"
+        out = self.fresh(stem)
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{self.out}__{stem}", **attrs))
         return out
+
+    def reshape(self, x: str, shape: list[int]) -> str:
+        return self.node("Reshape", [x, self.constant("shape", np.asarray(shape, dtype=np.int64))])
+
+    def transpose(self, x: str, perm: list[int]) -> str:
+        """x transposed by `perm` (x itself for the identity)."""
+        return x if list(perm) == list(range(len(perm))) else self.node("Transpose", [x], perm=list(perm))
+
+    def reduce(self, op_type: str, x: str, axes, keepdims: int) -> str:
+        """ReduceSum / ReduceMean of x over `axes` (an input from opset 13 / 18, before
+        an attribute)."""
+        axes = [int(a) for a in axes]
+        if self.opset >= (13 if op_type == "ReduceSum" else 18):
+            return self.node(op_type, [x, self.constant("axes", np.asarray(axes, dtype=np.int64))], keepdims=keepdims)
+        return self.node(op_type, [x], keepdims=keepdims, axes=axes)
 
     def finish(self, last: str, name: str) -> list[onnx.NodeProto]:
         """The nodes, the last one renamed to write `out` (an Identity if none wrote `last`)."""
