@@ -28,9 +28,8 @@ ConfigCache<ConvAlgo>& conv_cache() {
       unsigned long long ws = 0;
       float ms = 0;
       if (std::sscanf(value.c_str(), "%d %d %d %llu %f", &algo, &math, &fused, &ws, &ms) != 5) continue;
-      if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) continue;
-      c[key] = {static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math),
-                static_cast<size_t>(ws), ms, fused != 0};
+      if ((algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) && algo != kConvAlgoGemm) continue;
+      c[key] = {algo, static_cast<cudnnMathType_t>(math), static_cast<size_t>(ws), ms, fused != 0};
     }
     return c;
   }());
@@ -53,6 +52,9 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
   const auto& p = cfg.pads;
   explicit_pad_ = p[0] != p[2] || p[1] != p[3];
   std::vector<int64_t> xin = cfg.x;
+  pointwise_ = cfg.w.size() == 4 && cfg.w[2] == 1 && cfg.w[3] == 1 && cfg.group == 1 && cfg.strides[0] == 1 &&
+               cfg.strides[1] == 1 && p[0] == 0 && p[1] == 0 && p[2] == 0 && p[3] == 0 && cfg.x[2] == cfg.y[2] &&
+               cfg.x[3] == cfg.y[3];
   int pad_h = static_cast<int>(p[0]), pad_w = static_cast<int>(p[1]);
   if (explicit_pad_) {  // cuDNN pads symmetrically only: pad into a scratch buffer first
     xin = {cfg.x[0], cfg.x[1], cfg.x[2] + p[0] + p[2], cfg.x[3] + p[1] + p[3]};
@@ -115,7 +117,7 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
                     dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
                     dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
                     "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
-                    std::to_string(cfg.activation) + "|" + math_mode_name(cfg.math);
+                    std::to_string(cfg.activation) + "|" + math_mode_name(cfg.math) + (pointwise_ ? "|lt" : "");
   const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
   if (cfg.timings) {  // the whole space, for tuning records: no cache
     algo_ = tune(xin, cfg.timings);
@@ -124,10 +126,14 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
   } else {
     choose_cached(key, log, xin);
   }
+  if (algo_.is_gemm()) {  // cuBLASLt's workspace is the context's
+    algo_.workspace = 0;
+    return;
+  }
   RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, algo_.math));
   size_t ws = 0;
   cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                             algo_.algo, &ws);
+                                                             algo_.cudnn_algo(), &ws);
   if (st != CUDNN_STATUS_SUCCESS) {
     if (cfg.forced_algo >= 0)
       throw ValueError("tuning plan: cuDNN algorithm " + std::to_string(cfg.forced_algo) + " with math type " +
@@ -141,7 +147,11 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
 // A tuning plan's choice, validated against this configuration.
 ConvAlgo ConvOp::forced_choice() const {
   const int a = cfg_.forced_algo, m = cfg_.forced_math;
-  if (a >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+  if (a == kConvAlgoGemm && !pointwise_)
+    throw ValueError("tuning plan: the GEMM path (" + std::to_string(kConvAlgoGemm) +
+                     ") runs only 1x1, stride-1, unpadded, ungrouped convolutions, not x" + dims_str(cfg_.x) + " w" +
+                     dims_str(cfg_.w));
+  if (a >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT && a != kConvAlgoGemm)
     throw ValueError("tuning plan: cuDNN convolution algorithm " + std::to_string(a) + " does not exist (0.." +
                      std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1) + ")");
   if (m != CUDNN_DEFAULT_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
@@ -152,10 +162,12 @@ ConvAlgo ConvOp::forced_choice() const {
                      "), the plan asks for math type " + std::to_string(m));
   if (cfg_.forced_fused && (!cfg_.bias || cfg_.activation > kActRelu))
     throw ValueError("tuning plan: cuDNN's fused call needs a bias and ReLU or no activation");
+  if (cfg_.forced_fused && a == kConvAlgoGemm)
+    throw ValueError("tuning plan: the GEMM path has no cuDNN fused call");
   bool fft = a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
   if (fft && cfg_.group > 1)
     throw ValueError("tuning plan: FFT algorithms are not run on grouped convolutions (one hung)");
-  return {static_cast<cudnnConvolutionFwdAlgo_t>(a), static_cast<cudnnMathType_t>(m), 0, 0.f, cfg_.forced_fused};
+  return {a, static_cast<cudnnMathType_t>(m), 0, 0.f, cfg_.forced_fused};
 }
 
 // The cached choice for `key`, else a timed search (or cuDNN's heuristics) cached now.
@@ -220,7 +232,7 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
   const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
   if (log) std::fprintf(stderr, "rlflow conv find returned %d\n", returned);
-  std::vector<std::pair<cudnnConvolutionFwdAlgo_t, cudnnMathType_t>> cands;
+  std::vector<std::pair<int, cudnnMathType_t>> cands;
   // Find's eager timings misjudge launch overhead but not by orders of magnitude: only
   // algorithms within 4x (+ 50 us) of its best are timed again. FFT algorithms on grouped
   // convolutions are never timed (one hung in a captured graph on a depthwise conv).
@@ -235,8 +247,9 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
     if (fft && cfg_.group > 1) continue;
     for (cudnnMathType_t math : maths) {
       if (math != CUDNN_FMA_MATH) math = perf[i].mathType;
-      if (std::find(cands.begin(), cands.end(), std::make_pair(perf[i].algo, math)) == cands.end())
-        cands.emplace_back(perf[i].algo, math);
+      if (std::find(cands.begin(), cands.end(), std::make_pair(static_cast<int>(perf[i].algo), math)) ==
+          cands.end())
+        cands.emplace_back(static_cast<int>(perf[i].algo), math);
     }
   }
   ConvAlgo best;
@@ -244,7 +257,8 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
   for (const auto& [a, math] : cands) {
     size_t ws = 0;
     if (cudnnSetConvolutionMathType(conv_desc_, math) != CUDNN_STATUS_SUCCESS ||
-        cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_, a, &ws) !=
+        cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                static_cast<cudnnConvolutionFwdAlgo_t>(a), &ws) !=
             CUDNN_STATUS_SUCCESS ||
         ws > limit)
       continue;
@@ -274,11 +288,63 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
       if (best.ms < 0 || cand.ms < best.ms) best = cand;
     }
   }
+  if (pointwise_) {
+    if (std::optional<ConvAlgo> g = time_gemm(bx.get(), bw.get(), bias, z, by.get(), s)) {
+      if (log) std::fprintf(stderr, "rlflow conv tune %s GEMM: %.4f ms\n", dims_str(cfg_.w).c_str(), g->ms);
+      if (timings) timings->push_back(*g);
+      if (best.ms < 0 || g->ms < best.ms) best = *g;
+    }
+  }
   if (best.ms < 0) {  // nothing ran: the always-available implicit GEMM
     best = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
             cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
   }
   return best;
+}
+
+// Y[n] (K x HW, row-major) = W (K x C) @ X[n] (C x HW): the image's pixels are the GEMM's
+// columns, so NCHW tensors are read and written in place; W is shared by the batch
+// (batch stride 0).
+LtGemmConfig ConvOp::gemm_config() const {
+  const int64_t c = cfg_.x[1], k = cfg_.y[1], hw = cfg_.x[2] * cfg_.x[3];
+  LtGemmConfig g;
+  g.batch = cfg_.x[0];
+  g.a = {k, c, c, 1, 0};
+  g.b = {c, hw, hw, 1, c * hw};
+  g.d = {k, hw, hw, 1, k * hw};
+  g.math = cfg_.math;
+  return g;
+}
+
+// The GEMM path timed as run() runs it (GEMM, then bias / residual / activation), or
+// nothing where cuBLASLt has no algorithm for it.
+std::optional<ConvAlgo> ConvOp::time_gemm(const void* x, const void* w, const void* bias, const void* z, void* y,
+                                          cudaStream_t s) const {
+  std::unique_ptr<LtGemm> gemm;
+  try {
+    gemm = std::make_unique<LtGemm>(gemm_config(), LtGemmPointers{w, x, nullptr, nullptr, y});
+  } catch (const UnsupportedGraphError&) {
+    return std::nullopt;
+  }
+  const ConvConfig& c = cfg_;
+  float ms = time_calls_ms(
+      [&](cudaStream_t st) {
+        if (!gemm->launch(st)) return false;
+        launch_bias_activation(float_storage(c.math), y, bias, z, prod(c.y), c.y[1], c.y[2] * c.y[3], c.activation,
+                               st);
+        return true;
+      },
+      s);
+  if (ms < 0) return std::nullopt;
+  return ConvAlgo{kConvAlgoGemm, c.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, ms, false};
+}
+
+void ConvOp::bind(const void* x, const void* w, void* y) {
+  if (!algo_.is_gemm()) return;
+  gemm_ = std::make_unique<LtGemm>(gemm_config(), LtGemmPointers{w, x, nullptr, nullptr, y});
+  gemm_x_ = x;
+  gemm_w_ = w;
+  gemm_y_ = y;
 }
 
 ConvOp::~ConvOp() {
@@ -296,12 +362,12 @@ cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const void* xin, const void* w,
   float one = 1.f, zero = 0.f;
   if (a.fused) {
     float alpha2 = z ? 1.f : 0.f;
-    return cudnnConvolutionBiasActivationForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
+    return cudnnConvolutionBiasActivationForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.cudnn_algo(),
                                                  workspace, a.workspace, &alpha2, y_desc_, z ? z : y, b_desc_, bias,
                                                  act_desc_, y_desc_, y);
   }
   cudnnStatus_t st = graph_ ? graph_->enqueue(xin, w, y, workspace, s)
-                            : cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.algo,
+                            : cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.cudnn_algo(),
                                                       workspace, a.workspace, &zero, y_desc_, y);
   if (st != CUDNN_STATUS_SUCCESS) return st;
   launch_bias_activation(float_storage(cfg_.math), y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
@@ -311,6 +377,15 @@ cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const void* xin, const void* w,
 
 void ConvOp::run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* workspace,
                  void* scratch, cudaStream_t s) const {
+  if (algo_.is_gemm()) {
+    if (!gemm_ || x != gemm_x_ || w != gemm_w_ || y != gemm_y_)
+      throw CudaError("a convolution on the GEMM path runs on other buffers than ConvOp::bind gave it");
+    gemm_->run(s);
+    launch_bias_activation(float_storage(cfg_.math), y, cfg_.bias ? bias : nullptr,
+                           cfg_.residual ? residual : nullptr, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
+                           cfg_.activation, s);
+    return;
+  }
   Context& ctx = context();
   RLFLOW_CUDNN(cudnnSetStream(ctx.cudnn, s));
   const void* xin = x;

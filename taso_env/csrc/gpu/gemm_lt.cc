@@ -123,7 +123,7 @@ bool lt_gemm_supported(const LtGemmConfig& cfg) {
   Mapping m = map_config(cfg);
   if (!m.a.ok || !m.b.ok || !m.c.ok || !m.d.ok || m.d.op != CUBLAS_OP_N || m.c.op != CUBLAS_OP_N) return false;
   if (cfg.batch > 1) {
-    if (cfg.a.batch_stride <= 0 || cfg.b.batch_stride <= 0 || cfg.d.batch_stride <= 0) return false;
+    if (cfg.a.batch_stride < 0 || cfg.b.batch_stride <= 0 || cfg.d.batch_stride <= 0) return false;
     if (cfg.residual && cfg.c.batch_stride <= 0) return false;
   }
   for (const MatrixLayout* l : {&cfg.a, &cfg.b, &cfg.d})
@@ -228,6 +228,8 @@ cublasStatus_t LtGemm::enqueue(const cublasLtMatmulAlgo_t& algo, cudaStream_t s)
 }
 
 void LtGemm::run(cudaStream_t s) const { RLFLOW_CUBLAS(enqueue(algo_, s)); }
+
+bool LtGemm::launch(cudaStream_t s) const { return enqueue(algo_, s) == CUBLAS_STATUS_SUCCESS; }
 
 }  // namespace cuda
 }  // namespace taso

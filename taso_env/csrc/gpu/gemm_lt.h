@@ -35,7 +35,8 @@ struct LtGemmConfig {
 };
 
 // Whether cuBLASLt can read / write these layouts: one of each matrix's strides is 1
-// (D's column stride), leading dimensions fit, batch strides are positive when batch > 1.
+// (D's column stride), leading dimensions fit, batch strides are positive when batch > 1
+// (A's may be 0: one A for every batch).
 bool lt_gemm_supported(const LtGemmConfig& cfg);
 // How many GEMM configurations have an algorithm chosen in this process (or read from
 // the file RLFLOW_GEMM_ALGO_CACHE names).
@@ -63,6 +64,8 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   void run(cudaStream_t s) const;
+  // run() that reports failure instead of throwing (for timing inside a graph capture).
+  bool launch(cudaStream_t s) const;
 
  private:
   cublasStatus_t enqueue(const cublasLtMatmulAlgo_t& algo, cudaStream_t s) const;

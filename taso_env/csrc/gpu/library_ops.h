@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common.h"
 #include "conv_graph.h"
+#include "gemm_lt.h"
 #include "kernels.h"
 
 namespace taso {
@@ -20,12 +22,22 @@ namespace cuda {
 // The cached choice of a convolution algorithm: the fastest (algorithm, math type,
 // fused-call or convolution + our epilogue kernel) by our own timing of the exact call
 // that runs, over every algorithm cuDNN accepts for the configuration.
+// `algo` is a cudnnConvolutionFwdAlgo_t, or kConvAlgoGemm: a pointwise convolution (1x1
+// kernel, stride 1, no padding, one group) as a cuBLASLt GEMM per image, Y[K, HW] =
+// W[K, C] X[C, HW], then our epilogue kernel. cuDNN's implicit GEMMs run such
+// convolutions with few, long-running blocks where the input has many channels and few
+// pixels (strict fp32 on the H100: ~25 us for 960 channels at 7x7, whatever the output
+// channels), where cuBLASLt's split-K kernels take 5-10 us; the timed search picks.
+constexpr int kConvAlgoGemm = 100;
+
 struct ConvAlgo {
-  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  int algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   size_t workspace = 0;
   float ms = 0;        // our timing of the chosen call (median; 0 when chosen by heuristics)
   bool fused = false;  // cudnnConvolutionBiasActivationForward (bias, residual and ReLU in one call)
+  bool is_gemm() const { return algo == kConvAlgoGemm; }
+  cudnnConvolutionFwdAlgo_t cudnn_algo() const { return static_cast<cudnnConvolutionFwdAlgo_t>(algo); }
 };
 
 struct ConvConfig {
@@ -60,6 +72,9 @@ class ConvOp {
   // Bytes of the explicitly padded input (asymmetric pads only; 0 otherwise).
   size_t scratch_bytes() const { return scratch_bytes_; }
   const ConvAlgo& algo() const { return algo_; }
+  // The buffers every later run() reads and writes: the GEMM path (kConvAlgoGemm) binds
+  // its cuBLASLt call to them here, outside any graph capture. A no-op for cuDNN paths.
+  void bind(const void* x, const void* w, void* y);
   // residual: z of ConvConfig::residual (else null).
   // Tensors stored as float_storage(cfg.math).
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* workspace,
@@ -72,9 +87,18 @@ class ConvOp {
   ConvAlgo heuristic();
   ConvAlgo forced_choice() const;
   void choose_cached(const std::string& key, bool log, const std::vector<int64_t>& xin);
+  // The GEMM of the kConvAlgoGemm path on these buffers (x, w, y as the op's tensors).
+  LtGemmConfig gemm_config() const;
+  std::optional<ConvAlgo> time_gemm(const void* x, const void* w, const void* bias, const void* z, void* y,
+                                    cudaStream_t s) const;
 
   ConvConfig cfg_;
   ConvAlgo algo_;
+  bool pointwise_ = false;  // the GEMM path is open to this configuration
+  std::unique_ptr<LtGemm> gemm_;  // kConvAlgoGemm: bound by bind()
+  const void* gemm_x_ = nullptr;
+  const void* gemm_w_ = nullptr;
+  void* gemm_y_ = nullptr;
   // 16-bit modes: the convolution through cuDNN's graph API (conv_graph.h) instead of
   // cudnnConvolutionForward, our epilogue kernel after it.
   std::unique_ptr<GraphConv> graph_;

@@ -95,6 +95,7 @@ Step compile_conv(const Graph& graph, int op_id, const std::vector<void*>& x, vo
   res.scratch_bytes = std::max(res.scratch_bytes, conv->scratch_bytes());
   const void *xp = x[0], *wp = x[1], *bp = cfg.bias ? x[2] : nullptr, *zp = residual;
   void* yp = y;
+  conv->bind(xp, wp, yp);
   StepResources* r = &res;
   return [=](cudaStream_t s) { conv->run(xp, wp, bp, zp, yp, r->workspace.get(), r->scratch.get(), s); };
 }
