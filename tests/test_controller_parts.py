@@ -236,7 +236,9 @@ def test_a_rules_further_locations_are_looked_at_in_a_later_round():
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
         greedy.metrics["final_cost"], rel=1e-9)
     agent.lookahead = dataclasses.replace(first_round, detour_rounds=2)
-    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] < greedy.metrics["final_cost"] / 1.08
+    # (4.8% below greedy's cost since the table prices pointwise convs as the executor's
+    # GEMM path runs them; 9% before, when enlarging a 1x1 conv cost it less)
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] < greedy.metrics["final_cost"] / 1.04
     assert enlarge in [xfer for _, xfer, _, _ in agent.trace]
 
 
