@@ -43,6 +43,13 @@ void save_choice(const std::string& key, const ConvAlgo& a) {
   append_choice(kCacheEnv, key, value);
 }
 
+// Scratch for timing: `bytes` (at least 4) of zeros.
+DeviceBuffer zeroed_buffer(size_t bytes, cudaStream_t s) {
+  DeviceBuffer b(std::max<size_t>(bytes, 4));
+  RLFLOW_CUDA(cudaMemsetAsync(b.get(), 0, b.bytes(), s));
+  return b;
+}
+
 }  // namespace
 
 size_t conv_algo_cache_size() { return conv_cache().size(); }
@@ -102,23 +109,14 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
         act_desc_, cfg.activation == kActRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
         CUDNN_NOT_PROPAGATE_NAN, 0.0));
   }
-  if (is_16bit(cfg.math) && cfg.forced_algo < 0 && !cfg.timings) {
-    try {
-      graph_ = std::make_unique<GraphConv>(
-          GraphConvShape{xin, cfg.w, cfg.y, cfg.strides, {pad_h, pad_w}, cfg.dilations, cfg.math});
-      algo_ = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DEFAULT_MATH, graph_->workspace_bytes(), graph_->ms(),
-               false};
-      return;
-    } catch (const UnsupportedGraphError&) {
-      // no graph-API engine (grouped convolutions, fp16 and bf16, on cuDNN 9.19): the legacy API below
-    }
-  }
   std::string key = ctx.device_name + "|cudnn" + std::to_string(cudnnGetVersion()) + "|x" + dims_str(xin) + "|w" +
                     dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
                     dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
                     "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
                     std::to_string(cfg.activation) + "|" + math_mode_name(cfg.math) + (pointwise_ ? "|lt" : "");
   const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  if (is_16bit(cfg.math) && cfg.forced_algo < 0 && !cfg.timings && choose_16bit(key + "|graph", xin, pad_h, pad_w))
+    return;
   if (cfg.timings) {  // the whole space, for tuning records: no cache
     algo_ = tune(xin, cfg.timings);
   } else if (cfg.forced_algo >= 0) {
@@ -211,11 +209,7 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
   std::vector<cudnnMathType_t> maths = {CUDNN_FMA_MATH};
   if (cfg_.math == MathMode::kTF32) maths = {CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};
   if (is_16bit(cfg_.math)) maths = {CUDNN_DEFAULT_MATH};  // what Find used: tensor cores
-  auto zeroed = [&](size_t bytes) {
-    DeviceBuffer b(std::max<size_t>(bytes, 4));
-    RLFLOW_CUDA(cudaMemsetAsync(b.get(), 0, b.bytes(), s));
-    return b;
-  };
+  auto zeroed = [&](size_t bytes) { return zeroed_buffer(bytes, s); };
   const size_t esize = dtype_size(float_storage(cfg_.math));
   DeviceBuffer bx = zeroed(prod(xin) * esize), bw = zeroed(prod(cfg_.w) * esize);
   DeviceBuffer by = zeroed(prod(cfg_.y) * esize);
@@ -316,10 +310,43 @@ LtGemmConfig ConvOp::gemm_config() const {
   return g;
 }
 
-// The GEMM path timed as run() runs it (GEMM, then bias / residual / activation), or
-// nothing where cuBLASLt has no algorithm for it.
+// 16-bit modes: cuDNN's graph API (its engines timed by GraphConv); for a pointwise
+// convolution, the GEMM path instead where it is faster (both timed without the epilogue
+// kernel, which runs after either; the choice cached under `key`). False where the graph
+// API has no engine for the convolution (the legacy API then).
+bool ConvOp::choose_16bit(const std::string& key, const std::vector<int64_t>& xin, int pad_h, int pad_w) {
+  std::optional<ConvAlgo> cached = pointwise_ ? conv_cache().find(key) : std::nullopt;
+  if (cached && cached->is_gemm()) {
+    algo_ = *cached;
+    algo_.workspace = 0;
+    return true;
+  }
+  try {
+    graph_ = std::make_unique<GraphConv>(
+        GraphConvShape{xin, cfg_.w, cfg_.y, cfg_.strides, {pad_h, pad_w}, cfg_.dilations, cfg_.math});
+  } catch (const UnsupportedGraphError&) {
+    return false;  // no graph-API engine (grouped convolutions, fp16 and bf16, on cuDNN 9.19)
+  }
+  algo_ = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DEFAULT_MATH, graph_->workspace_bytes(), graph_->ms(), false};
+  if (!pointwise_ || cached) return true;
+  cudaStream_t s = context().stream;
+  const size_t esize = dtype_size(float_storage(cfg_.math));
+  DeviceBuffer bx = zeroed_buffer(prod(cfg_.x) * esize, s), bw = zeroed_buffer(prod(cfg_.w) * esize, s);
+  DeviceBuffer by = zeroed_buffer(prod(cfg_.y) * esize, s);
+  std::optional<ConvAlgo> gemm = time_gemm(bx.get(), bw.get(), nullptr, nullptr, by.get(), s, false);
+  if (gemm && (graph_->ms() <= 0 || gemm->ms < graph_->ms())) {
+    graph_.reset();
+    algo_ = *gemm;
+  }
+  conv_cache().put(key, algo_);
+  if (algo_.ms > 0) save_choice(key, algo_);
+  return true;
+}
+
+// The GEMM path timed as run() runs it (GEMM, then bias / residual / activation; the GEMM
+// alone without `with_epilogue`), or nothing where cuBLASLt has no algorithm for it.
 std::optional<ConvAlgo> ConvOp::time_gemm(const void* x, const void* w, const void* bias, const void* z, void* y,
-                                          cudaStream_t s) const {
+                                          cudaStream_t s, bool with_epilogue) const {
   std::unique_ptr<LtGemm> gemm;
   try {
     gemm = std::make_unique<LtGemm>(gemm_config(), LtGemmPointers{w, x, nullptr, nullptr, y});
@@ -330,8 +357,9 @@ std::optional<ConvAlgo> ConvOp::time_gemm(const void* x, const void* w, const vo
   float ms = time_calls_ms(
       [&](cudaStream_t st) {
         if (!gemm->launch(st)) return false;
-        launch_bias_activation(float_storage(c.math), y, bias, z, prod(c.y), c.y[1], c.y[2] * c.y[3], c.activation,
-                               st);
+        if (with_epilogue)
+          launch_bias_activation(float_storage(c.math), y, bias, z, prod(c.y), c.y[1], c.y[2] * c.y[3], c.activation,
+                                 st);
         return true;
       },
       s);

@@ -90,7 +90,8 @@ class ConvOp {
   // The GEMM of the kConvAlgoGemm path on these buffers (x, w, y as the op's tensors).
   LtGemmConfig gemm_config() const;
   std::optional<ConvAlgo> time_gemm(const void* x, const void* w, const void* bias, const void* z, void* y,
-                                    cudaStream_t s) const;
+                                    cudaStream_t s, bool with_epilogue = true) const;
+  bool choose_16bit(const std::string& key, const std::vector<int64_t>& xin, int pad_h, int pad_w);
 
   ConvConfig cfg_;
   ConvAlgo algo_;
