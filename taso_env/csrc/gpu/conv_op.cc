@@ -28,7 +28,9 @@ ConfigCache<ConvAlgo>& conv_cache() {
       unsigned long long ws = 0;
       float ms = 0;
       if (std::sscanf(value.c_str(), "%d %d %d %llu %f", &algo, &math, &fused, &ws, &ms) != 5) continue;
-      if ((algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) && algo != kConvAlgoGemm) continue;
+      if ((algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) && algo != kConvAlgoGemm &&
+          algo != kConvAlgoDepthwise)
+        continue;
       c[key] = {algo, static_cast<cudnnMathType_t>(math), static_cast<size_t>(ws), ms, fused != 0};
     }
     return c;
@@ -62,6 +64,24 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
   pointwise_ = cfg.w.size() == 4 && cfg.w[2] == 1 && cfg.w[3] == 1 && cfg.group == 1 && cfg.strides[0] == 1 &&
                cfg.strides[1] == 1 && p[0] == 0 && p[1] == 0 && p[2] == 0 && p[3] == 0 && cfg.x[2] == cfg.y[2] &&
                cfg.x[3] == cfg.y[3];
+  if (cfg.w.size() == 4 && cfg.group > 1 && cfg.group == cfg.x[1] && cfg.group == cfg.y[1] && cfg.w[1] == 1) {
+    dw_.n = cfg.x[0];
+    dw_.c = cfg.x[1];
+    dw_.h = cfg.x[2];
+    dw_.w = cfg.x[3];
+    dw_.oh = cfg.y[2];
+    dw_.ow = cfg.y[3];
+    dw_.kh = static_cast<int>(cfg.w[2]);
+    dw_.kw = static_cast<int>(cfg.w[3]);
+    dw_.stride_h = static_cast<int>(cfg.strides[0]);
+    dw_.stride_w = static_cast<int>(cfg.strides[1]);
+    dw_.dilation_h = static_cast<int>(cfg.dilations[0]);
+    dw_.dilation_w = static_cast<int>(cfg.dilations[1]);
+    dw_.pad_top = static_cast<int>(p[0]);
+    dw_.pad_left = static_cast<int>(p[1]);
+    dw_.act = cfg.activation;
+    depthwise_ = depthwise_conv_fits(dw_);
+  }
   int pad_h = static_cast<int>(p[0]), pad_w = static_cast<int>(p[1]);
   if (explicit_pad_) {  // cuDNN pads symmetrically only: pad into a scratch buffer first
     xin = {cfg.x[0], cfg.x[1], cfg.x[2] + p[0] + p[2], cfg.x[3] + p[1] + p[3]};
@@ -113,7 +133,8 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
                     dims_str(cfg.w) + "|p" + std::to_string(pad_h) + "," + std::to_string(pad_w) + "|s" +
                     dims_str(cfg.strides) + "|d" + dims_str(cfg.dilations) + "|g" + std::to_string(cfg.group) +
                     "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
-                    std::to_string(cfg.activation) + "|" + math_mode_name(cfg.math) + (pointwise_ ? "|lt" : "");
+                    std::to_string(cfg.activation) + "|" + math_mode_name(cfg.math) + (pointwise_ ? "|lt" : "") +
+                    (depthwise_ ? "|dw" : "");
   const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
   if (is_16bit(cfg.math) && cfg.forced_algo < 0 && !cfg.timings && choose_16bit(key + "|graph", xin, pad_h, pad_w))
     return;
@@ -124,7 +145,7 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
   } else {
     choose_cached(key, log, xin);
   }
-  if (algo_.is_gemm()) {  // cuBLASLt's workspace is the context's
+  if (algo_.is_ours()) {  // no cuDNN workspace (cuBLASLt's is the context's)
     algo_.workspace = 0;
     return;
   }
@@ -149,7 +170,11 @@ ConvAlgo ConvOp::forced_choice() const {
     throw ValueError("tuning plan: the GEMM path (" + std::to_string(kConvAlgoGemm) +
                      ") runs only 1x1, stride-1, unpadded, ungrouped convolutions, not x" + dims_str(cfg_.x) + " w" +
                      dims_str(cfg_.w));
-  if (a >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT && a != kConvAlgoGemm)
+  if (a == kConvAlgoDepthwise && !depthwise_)
+    throw ValueError("tuning plan: the depthwise kernel (" + std::to_string(kConvAlgoDepthwise) +
+                     ") runs only depthwise convolutions (one group per channel) that fit its shared memory, not x" +
+                     dims_str(cfg_.x) + " w" + dims_str(cfg_.w) + " group " + std::to_string(cfg_.group));
+  if (a >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT && a != kConvAlgoGemm && a != kConvAlgoDepthwise)
     throw ValueError("tuning plan: cuDNN convolution algorithm " + std::to_string(a) + " does not exist (0.." +
                      std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1) + ")");
   if (m != CUDNN_DEFAULT_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
@@ -162,6 +187,8 @@ ConvAlgo ConvOp::forced_choice() const {
     throw ValueError("tuning plan: cuDNN's fused call needs a bias and ReLU or no activation");
   if (cfg_.forced_fused && a == kConvAlgoGemm)
     throw ValueError("tuning plan: the GEMM path has no cuDNN fused call");
+  if (cfg_.forced_fused && a == kConvAlgoDepthwise)
+    throw ValueError("tuning plan: the depthwise kernel has no cuDNN fused call");
   bool fft = a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
   if (fft && cfg_.group > 1)
     throw ValueError("tuning plan: FFT algorithms are not run on grouped convolutions (one hung)");
@@ -282,6 +309,13 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
       if (best.ms < 0 || cand.ms < best.ms) best = cand;
     }
   }
+  if (depthwise_) {  // (bx holds at least the unpadded input)
+    if (std::optional<ConvAlgo> d = time_depthwise(bx.get(), bw.get(), bias, z, by.get(), s)) {
+      if (log) std::fprintf(stderr, "rlflow conv tune %s depthwise kernel: %.4f ms\n", dims_str(cfg_.w).c_str(), d->ms);
+      if (timings) timings->push_back(*d);
+      if (best.ms < 0 || d->ms < best.ms) best = *d;
+    }
+  }
   if (pointwise_) {
     if (std::optional<ConvAlgo> g = time_gemm(bx.get(), bw.get(), bias, z, by.get(), s)) {
       if (log) std::fprintf(stderr, "rlflow conv tune %s GEMM: %.4f ms\n", dims_str(cfg_.w).c_str(), g->ms);
@@ -367,6 +401,22 @@ std::optional<ConvAlgo> ConvOp::time_gemm(const void* x, const void* w, const vo
   return ConvAlgo{kConvAlgoGemm, c.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, ms, false};
 }
 
+// Our depthwise kernel timed as run() runs it (its epilogue included), or nothing where it
+// failed to launch.
+std::optional<ConvAlgo> ConvOp::time_depthwise(const void* x, const void* w, const void* bias, const void* z,
+                                               void* y, cudaStream_t s) const {
+  const int dtype = float_storage(cfg_.math);
+  float ms = time_calls_ms(
+      [&](cudaStream_t st) {
+        launch_depthwise_conv(dtype, dw_, x, w, bias, z, y, st);
+        return true;
+      },
+      s);
+  if (ms < 0) return std::nullopt;
+  return ConvAlgo{kConvAlgoDepthwise, cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, ms,
+                  false};
+}
+
 void ConvOp::bind(const void* x, const void* w, void* y) {
   if (!algo_.is_gemm()) return;
   gemm_ = std::make_unique<LtGemm>(gemm_config(), LtGemmPointers{w, x, nullptr, nullptr, y});
@@ -405,6 +455,11 @@ cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const void* xin, const void* w,
 
 void ConvOp::run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* workspace,
                  void* scratch, cudaStream_t s) const {
+  if (algo_.is_depthwise()) {  // reads the unpadded input: its padding is zeros in place
+    launch_depthwise_conv(float_storage(cfg_.math), dw_, x, w, cfg_.bias ? bias : nullptr,
+                          cfg_.residual ? residual : nullptr, y, s);
+    return;
+  }
   if (algo_.is_gemm()) {
     if (!gemm_ || x != gemm_x_ || w != gemm_w_ || y != gemm_y_)
       throw CudaError("a convolution on the GEMM path runs on other buffers than ConvOp::bind gave it");

@@ -64,6 +64,19 @@ constexpr int kEpilogueHardSwish = 5;  // HardSwish
 // may be null. act: 0 none, 1 relu, 2 sigmoid, 3 tanh, kEpilogueRelu6, kEpilogueHardSwish.
 void launch_bias_activation(int dtype, void* y, const void* bias, const void* residual, int64_t total,
                             int64_t channels, int64_t inner, int act, cudaStream_t s);
+// A depthwise convolution (one group per channel, one filter each) of NCHW x, with its
+// padding read as zeros in place (any pads, strides, dilations), then
+// act(conv + bias[c] + residual) as launch_bias_activation; bias and residual may be null.
+struct DepthwiseConvParams {
+  int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int kh = 1, kw = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_top = 0, pad_left = 0;
+  int act = 0;
+};
+// Whether launch_depthwise_conv runs these shapes (a band of one output row and its input
+// rows fit the kernel's shared memory).
+bool depthwise_conv_fits(const DepthwiseConvParams& p);
+void launch_depthwise_conv(int dtype, const DepthwiseConvParams& p, const void* x, const void* w, const void* bias,
+                           const void* residual, void* y, cudaStream_t s);
 // Inference batch norm over channel axis 1 of [N, C, inner].
 void launch_batchnorm(int dtype, const void* x, const void* scale, const void* bias, const void* mean,
                       const void* var, void* y, int64_t total, int64_t channels, int64_t inner, float eps,

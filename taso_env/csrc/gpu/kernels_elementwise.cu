@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "activation.cuh"
 #include "common.h"
 #include "float_storage.cuh"
 #include "kernels.h"
@@ -254,17 +255,6 @@ __global__ void random_float_kernel(T* y, int64_t n, uint64_t seed, float scale,
 __global__ void random_bool_kernel(uint8_t* y, int64_t n, uint64_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     y[i] = static_cast<uint8_t>(splitmix(seed ^ splitmix(static_cast<uint64_t>(i))) & 1);
-}
-
-__device__ inline float activate(float v, int act) {
-  switch (act) {
-    case 1: return fmaxf(v, 0.f);
-    case 2: return 1.f / (1.f + expf(-v));
-    case 3: return tanhf(v);
-    case kEpilogueRelu6: return fminf(fmaxf(v, 0.f), 6.f);
-    case kEpilogueHardSwish: return v * fminf(fmaxf(v / 6.f + 0.5f, 0.f), 1.f);
-    default: return v;
-  }
 }
 
 template <typename T>

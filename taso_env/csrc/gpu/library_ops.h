@@ -29,6 +29,10 @@ namespace cuda {
 // pixels (strict fp32 on the H100: ~25 us for 960 channels at 7x7, whatever the output
 // channels), where cuBLASLt's split-K kernels take 5-10 us; the timed search picks.
 constexpr int kConvAlgoGemm = 100;
+// `algo` kConvAlgoDepthwise: a depthwise convolution (one group per channel, one filter
+// each) by our own kernel (launch_depthwise_conv: padding read as zeros in place, the
+// epilogue applied before its one write), where it beats cuDNN's grouped kernels.
+constexpr int kConvAlgoDepthwise = 101;
 
 struct ConvAlgo {
   int algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
@@ -37,6 +41,8 @@ struct ConvAlgo {
   float ms = 0;        // our timing of the chosen call (median; 0 when chosen by heuristics)
   bool fused = false;  // cudnnConvolutionBiasActivationForward (bias, residual and ReLU in one call)
   bool is_gemm() const { return algo == kConvAlgoGemm; }
+  bool is_depthwise() const { return algo == kConvAlgoDepthwise; }
+  bool is_ours() const { return is_gemm() || is_depthwise(); }  // not a cuDNN algorithm
   cudnnConvolutionFwdAlgo_t cudnn_algo() const { return static_cast<cudnnConvolutionFwdAlgo_t>(algo); }
 };
 
@@ -92,10 +98,14 @@ class ConvOp {
   std::optional<ConvAlgo> time_gemm(const void* x, const void* w, const void* bias, const void* z, void* y,
                                     cudaStream_t s, bool with_epilogue = true) const;
   bool choose_16bit(const std::string& key, const std::vector<int64_t>& xin, int pad_h, int pad_w);
+  std::optional<ConvAlgo> time_depthwise(const void* x, const void* w, const void* bias, const void* z, void* y,
+                                         cudaStream_t s) const;
 
   ConvConfig cfg_;
   ConvAlgo algo_;
   bool pointwise_ = false;  // the GEMM path is open to this configuration
+  bool depthwise_ = false;  // our depthwise kernel is
+  DepthwiseConvParams dw_;
   std::unique_ptr<LtGemm> gemm_;  // kConvAlgoGemm: bound by bind()
   const void* gemm_x_ = nullptr;
   const void* gemm_w_ = nullptr;
