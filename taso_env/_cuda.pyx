@@ -247,7 +247,7 @@ def graph_fusion_sites(CoreGraph graph not None, host_fed_ops=()):
 
 def conv_choice_space(CoreGraph graph not None, int conv_id, bint fused_epilogue, host_fed_ops=(), str math="fp32"):
     """Every cuDNN choice for Conv2D `conv_id` (and the GEMM path, algorithm 100, for a
-    pointwise one), timed as the executor runs it:
+    pointwise one; our kernel, algorithm 101, for a depthwise one), timed as the executor runs it:
     [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
     cdef vector[int] hf
     for i in host_fed_ops:

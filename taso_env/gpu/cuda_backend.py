@@ -417,6 +417,7 @@ def fusion_sites(graph: Graph, host_fed_ops=()) -> list[dict]:
 def conv_choice_space(graph: Graph, conv_id: int, fused_epilogue: bool, host_fed_ops=(),
                       math: str = "fp32") -> list[dict]:
     """Every cuDNN choice cuDNN runs for Conv2D `conv_id` (epilogue fused or not), and for
-    a pointwise convolution the cuBLASLt GEMM path (conv_algo 100), each timed as the
-    executor runs it: [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
+    a pointwise convolution the cuBLASLt GEMM path (conv_algo 100), for a depthwise one
+    our own kernel (conv_algo 101), each timed as the executor runs it:
+    [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
     return require().conv_choice_space(graph._core, conv_id, fused_epilogue, list(host_fed_ops), _check_math(math))
