@@ -359,3 +359,36 @@ def test_element_wise_ops_of_one_element_count_share_one_entry(tmp_path):
     t = cost_table.load(path)
     assert t.items() == [("Relu||float32[4096]|float32[4096]", pytest.approx(0.003), pytest.approx(0.001))]
     assert "Relu||float32[1,4096]|float32[1,4096]" in t and t.get("Relu||float32[4096,1]|float32[4096,1]") == 0.003
+
+
+def test_signature_kinds_pick_the_convolutions_the_executor_runs_on_its_own_paths():
+    shipped = cost_table.load(os.path.join(os.path.dirname(__file__), "..", "data", "costs", "h100_fp32.h5"))
+    pointwise = {s for s in shipped if cost_table.signature_is(s, "pointwise-conv")}
+    depthwise = {s for s in shipped if cost_table.signature_is(s, "depthwise-conv")}
+    convs = {s for s in shipped if cost_table.signature_is(s, "Conv2D")}
+    assert pointwise and depthwise and not pointwise & depthwise and pointwise | depthwise < convs
+    assert len(convs) == shipped.op_types()["Conv2D"]
+    for sig in pointwise:
+        op = _core.parse_op_signature(sig)
+        assert op["inputs"][1][1][2:] == (1, 1) and op["ints"]["group"] == [1] and op["ints"]["strides"] == [1, 1]
+    stem = ("Conv2D|activation=0;dilations=1,1;group=1;pads=0,0,0,0;strides=2,2|"
+            "float32[1,64,56,56],float32[128,64,1,1],float32[128]|float32[1,128,28,28]")
+    assert not cost_table.signature_is(stem, "pointwise-conv")  # strided: not a GEMM over the pixels
+    grouped = ("Conv2D|activation=0;dilations=1,1;group=32;pads=1,1,1,1;strides=1,1|"
+               "float32[1,128,28,28],float32[128,4,3,3],float32[128]|float32[1,128,28,28]")
+    assert not cost_table.signature_is(grouped, "depthwise-conv")  # ResNeXt: 4 channels a group
+    assert not cost_table.signature_is("Relu||float32[4]|float32[4]", "pointwise-conv")
+    with pytest.raises(ValueError):
+        cost_table.signature_is("Conv2D|garbage", "pointwise-conv")
+
+
+def test_measure_costs_only_refuses_what_it_cannot_select(tmp_path):
+    from rlflow.cli import main
+
+    out = str(tmp_path / "t.h5")
+    with pytest.raises(SystemExit, match="--signatures-from"):
+        main(["measure-costs", "--graphs", "squeezenet", "--only", "pointwise-conv", "--out", out])
+    shipped = os.path.join(os.path.dirname(__file__), "..", "data", "costs", "h100_fp32.h5")
+    with pytest.raises(SystemExit, match="depthwise-conv"):
+        main(["measure-costs", "--signatures-from", shipped, "--only", "Convolution", "--out", out])
+    assert not os.path.exists(out)

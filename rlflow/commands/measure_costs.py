@@ -18,6 +18,17 @@ table is re-measured after the executor changes, or measured in another math mod
 
     rlflow measure-costs --signatures-from data/costs/h100_fp32.h5 --out new.h5 --math tf32
 
+`--only KIND` (with `--signatures-from`) measures only the source's configurations of
+one kind: an op type, `pointwise-conv` or `depthwise-conv` (the convolutions the
+executor runs on its own paths; `taso_env.gpu.cost_table.SIGNATURE_KINDS`). Where `--out`
+does not exist yet it starts as the source's table for this GPU and `--math` less those
+entries, so one command measures one kind of op again after the executor changed how it
+runs it, and rerunning it resumes (the H100 tables' pointwise and depthwise
+convolutions were re-measured so, docs/gpu.md):
+
+    rlflow measure-costs --signatures-from data/costs/h100_fp32.h5 --only pointwise-conv \
+        --out h100_fp32.h5 --math fp32
+
 Convolution algorithms are searched for in a child process before anything is measured
 (their choices reach this process through the algorithm cache file): a process that
 searches runs every op ~5% slower afterwards (docs/gpu.md, "What makes the process
@@ -44,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signatures-from", default=None,
                         help="measure every op configuration of this cost table file (HDF5) that --out lacks")
     parser.add_argument("--out", required=True, help="HDF5 cost table to create or extend")
+    parser.add_argument("--only", default=None, metavar="KIND",
+                        help="with --signatures-from: measure only its op configurations of this kind (an op type, "
+                             "pointwise-conv or depthwise-conv); a new --out starts as the source's table less them")
     parser.add_argument("--math", default="fp32", choices=MATH_MODES)
     parser.add_argument("--greedy-steps", type=int, default=5)
     parser.add_argument("--random-walk", type=int, default=2, help="random walks per graph")
@@ -66,16 +80,29 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.graphs and not args.signatures_from:
         raise SystemExit("rlflow measure-costs: give --graphs, --signatures-from or both")
+    if args.only and not args.signatures_from:
+        raise SystemExit("rlflow measure-costs: --only selects among the op configurations of --signatures-from")
     sources = cost_table.load_all(args.signatures_from) if args.signatures_from else []
+    known = set(cost_table.SIGNATURE_KINDS).union(*(t.op_types() for t in sources))
+    if args.only and args.only not in known:
+        raise SystemExit(f"rlflow measure-costs: --only {args.only!r} is neither an op type of {args.signatures_from} "
+                         f"nor one of {sorted(cost_table.SIGNATURE_KINDS)}")
     cuda_backend.require()
     device = cuda_backend.device_name()
-    what = " ".join(args.graphs + ([f"--signatures-from {args.signatures_from}"] if args.signatures_from else []))
+    what = " ".join(args.graphs + ([f"--signatures-from {args.signatures_from}"] if args.signatures_from else [])
+                    + ([f"--only {args.only}"] if args.only else []))
     table = cost_table.CostTable(device, args.math, notes=f"rlflow measure-costs {what}")
     if os.path.exists(args.out):
         try:
             table = cost_table.load(args.out, device, args.math)
         except cost_table.MissingTableError:
             pass
+    elif args.only:  # the source's entries of this device and mode, less those measured again
+        for source in sources:
+            if (source.device, source.math) == (device, args.math):
+                table = cost_table.CostTable(device, args.math, notes=f"{source.notes}; {what}".strip("; "),
+                                             entries={sig: (ms, analytic) for sig, ms, analytic in source.items()
+                                                      if not cost_table.signature_is(sig, args.only)})
     start = time.perf_counter()
 
     def out_of_time() -> bool:
@@ -99,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         todo = {}
         for source in sources:
             for sig, _, analytic in source.items():
+                if args.only and not cost_table.signature_is(sig, args.only):
+                    continue
                 if sig not in table and sig not in todo:
                     todo[sig] = (lambda s=sig: cuda_backend.measure_signature(s, args.math), analytic)
         work.append(("--signatures-from", todo, {}))

@@ -251,6 +251,35 @@ def save(tables: CostTable | Iterable[CostTable], path: str | os.PathLike, *, me
 
 
 # ------------------------------------------------------------------ what to measure
+#: Kinds of op configuration `signature_is` knows besides op types: the convolutions the
+#: CUDA executor may run on its own paths beside cuDNN's algorithms (docs/gpu.md).
+SIGNATURE_KINDS = {
+    "pointwise-conv": "Conv2D with a 1x1 kernel, stride 1, no padding and one group (the cuBLASLt GEMM path)",
+    "depthwise-conv": "Conv2D with one group per channel and one filter each (the executor's depthwise kernel)",
+}
+
+
+def signature_is(signature: str, kind: str) -> bool:
+    """Whether the op configuration `signature` names is of `kind`: an op type ("Conv2D",
+    "MatMul", ...) or one of SIGNATURE_KINDS.
+
+    Raises:
+        ValueError: a malformed signature.
+    """
+    op = _core.parse_op_signature(signature)
+    if kind not in SIGNATURE_KINDS:
+        return op["type"] == kind
+    if op["type"] != "Conv2D":
+        return False
+    ints = op["ints"]
+    group = ints.get("group", [1])[0]
+    x, w = op["inputs"][0][1], op["inputs"][1][1]
+    if kind == "pointwise-conv":
+        return (tuple(w[2:]) == (1, 1) and group == 1 and list(ints.get("strides", [1, 1])) == [1, 1]
+                and not any(ints.get("pads", [0, 0, 0, 0])))
+    return group > 1 and group == x[1] == w[0] and w[1] == 1
+
+
 def op_configs(graph) -> list[tuple[int, str, str, float]]:
     """(op id, op type, signature, analytic ms) of every op a cost model charges
     (computing, not constant-folded)."""
