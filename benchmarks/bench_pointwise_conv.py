@@ -27,6 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit  # noqa: E402
 
 import taso_env as te  # noqa: E402
+from taso_env import _core  # noqa: E402
+from taso_env.gpu import cost_table  # noqa: E402
 from taso_env.gpu import cuda_backend as cb  # noqa: E402
 
 GEMM = 100  # kConvAlgoGemm (csrc/gpu/library_ops.h)
@@ -35,16 +37,13 @@ DEFAULT = ["resnet50", "inception_v3.onnx", "mobilenet_v2.onnx", "mobilenet_v3_l
 
 
 def pointwise_convs(graph: te.Graph) -> Counter:
-    """{(input shape, output channels, bias): how many Conv2D ops of the graph have it}."""
+    """{(input shape, output channels, bias): how many Conv2D ops of the graph have it}
+    (the ops `cost_table.signature_is(..., "pointwise-conv")` selects)."""
     found = Counter()
-    for op in graph.ops:
-        if op.type != "Conv2D":
-            continue
-        w = graph.tensor(op.inputs[1]).shape
-        a = op.attrs
-        if (w[2:] == (1, 1) and a.get("group", 1) == 1 and list(a.get("strides", [1, 1])) == [1, 1]
-                and not any(a.get("pads", [0, 0, 0, 0]))):
-            found[(graph.tensor(op.inputs[0]).shape, w[0], len(op.inputs) > 2)] += 1
+    for _, _, sig, _ in cost_table.op_configs(graph):
+        if cost_table.signature_is(sig, "pointwise-conv"):
+            inputs = _core.parse_op_signature(sig)["inputs"]
+            found[(inputs[0][1], inputs[1][1][0], len(inputs) > 2)] += 1
     return found
 
 

@@ -112,8 +112,7 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
                                                static_cast<int>(cfg.dilations[1]), CUDNN_CROSS_CORRELATION,
                                                CUDNN_DATA_FLOAT));
   RLFLOW_CUDNN(cudnnSetConvolutionGroupCount(conv_desc_, static_cast<int>(cfg.group)));
-  bool strict = cfg.math == MathMode::kFP32;
-  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  RLFLOW_CUDNN(cudnnSetConvolutionMathType(conv_desc_, default_math()));
   int on, oc, oh, ow;
   RLFLOW_CUDNN(cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &on, &oc, &oh, &ow));
   if (on != cfg.y[0] || oc != cfg.y[1] || oh != cfg.y[2] || ow != cfg.y[3])
@@ -222,7 +221,20 @@ ConvAlgo ConvOp::heuristic() {
     if (strict && perf[i].mathType != CUDNN_FMA_MATH) continue;
     return {perf[i].algo, perf[i].mathType, perf[i].memory, 0.f, false};
   }
-  return {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
+  return {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, default_math(), 0, 0.f, false};
+}
+
+// The math type a choice that picks none carries: FMA in strict fp32 (the only one it
+// admits), else cuDNN's default.
+cudnnMathType_t ConvOp::default_math() const {
+  return cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+}
+
+// y = act(y + bias + z) in place, as cfg_ asks (bias and z may be null): after every
+// convolution but cuDNN's fused call and our depthwise kernel.
+void ConvOp::epilogue(void* y, const void* bias, const void* z, cudaStream_t s) const {
+  launch_bias_activation(float_storage(cfg_.math), y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
+                         cfg_.activation, s);
 }
 
 // Times every (algorithm, math type, fused or not) that cuDNN runs for this
@@ -309,24 +321,17 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
       if (best.ms < 0 || cand.ms < best.ms) best = cand;
     }
   }
-  if (depthwise_) {  // (bx holds at least the unpadded input)
-    if (std::optional<ConvAlgo> d = time_depthwise(bx.get(), bw.get(), bias, z, by.get(), s)) {
-      if (log) std::fprintf(stderr, "rlflow conv tune %s depthwise kernel: %.4f ms\n", dims_str(cfg_.w).c_str(), d->ms);
-      if (timings) timings->push_back(*d);
-      if (best.ms < 0 || d->ms < best.ms) best = *d;
-    }
-  }
-  if (pointwise_) {
-    if (std::optional<ConvAlgo> g = time_gemm(bx.get(), bw.get(), bias, z, by.get(), s)) {
-      if (log) std::fprintf(stderr, "rlflow conv tune %s GEMM: %.4f ms\n", dims_str(cfg_.w).c_str(), g->ms);
-      if (timings) timings->push_back(*g);
-      if (best.ms < 0 || g->ms < best.ms) best = *g;
-    }
-  }
-  if (best.ms < 0) {  // nothing ran: the always-available implicit GEMM
-    best = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-            cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, 0.f, false};
-  }
+  // our own paths, where they apply (bx holds at least the unpadded input)
+  auto consider = [&](const std::optional<ConvAlgo>& ours, const char* what) {
+    if (!ours) return;
+    if (log) std::fprintf(stderr, "rlflow conv tune %s %s: %.4f ms\n", dims_str(cfg_.w).c_str(), what, ours->ms);
+    if (timings) timings->push_back(*ours);
+    if (best.ms < 0 || ours->ms < best.ms) best = *ours;
+  };
+  if (depthwise_) consider(time_depthwise(bx.get(), bw.get(), bias, z, by.get(), s), "depthwise kernel");
+  if (pointwise_) consider(time_gemm(bx.get(), bw.get(), bias, z, by.get(), s), "GEMM");
+  if (best.ms < 0)  // nothing ran: the always-available implicit GEMM
+    best = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, default_math(), 0, 0.f, false};
   return best;
 }
 
@@ -387,18 +392,15 @@ std::optional<ConvAlgo> ConvOp::time_gemm(const void* x, const void* w, const vo
   } catch (const UnsupportedGraphError&) {
     return std::nullopt;
   }
-  const ConvConfig& c = cfg_;
   float ms = time_calls_ms(
       [&](cudaStream_t st) {
         if (!gemm->launch(st)) return false;
-        if (with_epilogue)
-          launch_bias_activation(float_storage(c.math), y, bias, z, prod(c.y), c.y[1], c.y[2] * c.y[3], c.activation,
-                                 st);
+        if (with_epilogue) epilogue(y, bias, z, st);
         return true;
       },
       s);
   if (ms < 0) return std::nullopt;
-  return ConvAlgo{kConvAlgoGemm, c.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, ms, false};
+  return ConvAlgo{kConvAlgoGemm, default_math(), 0, ms, false};
 }
 
 // Our depthwise kernel timed as run() runs it (its epilogue included), or nothing where it
@@ -413,8 +415,7 @@ std::optional<ConvAlgo> ConvOp::time_depthwise(const void* x, const void* w, con
       },
       s);
   if (ms < 0) return std::nullopt;
-  return ConvAlgo{kConvAlgoDepthwise, cfg_.math == MathMode::kFP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0, ms,
-                  false};
+  return ConvAlgo{kConvAlgoDepthwise, default_math(), 0, ms, false};
 }
 
 void ConvOp::bind(const void* x, const void* w, void* y) {
@@ -448,8 +449,7 @@ cudnnStatus_t ConvOp::enqueue(const ConvAlgo& a, const void* xin, const void* w,
                             : cudnnConvolutionForward(ctx.cudnn, &one, x_desc_, xin, w_desc_, w, conv_desc_, a.cudnn_algo(),
                                                       workspace, a.workspace, &zero, y_desc_, y);
   if (st != CUDNN_STATUS_SUCCESS) return st;
-  launch_bias_activation(float_storage(cfg_.math), y, bias, z, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
-                         cfg_.activation, s);
+  epilogue(y, bias, z, s);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -464,9 +464,7 @@ void ConvOp::run(const void* x, const void* w, const void* bias, const void* res
     if (!gemm_ || x != gemm_x_ || w != gemm_w_ || y != gemm_y_)
       throw CudaError("a convolution on the GEMM path runs on other buffers than ConvOp::bind gave it");
     gemm_->run(s);
-    launch_bias_activation(float_storage(cfg_.math), y, cfg_.bias ? bias : nullptr,
-                           cfg_.residual ? residual : nullptr, prod(cfg_.y), cfg_.y[1], cfg_.y[2] * cfg_.y[3],
-                           cfg_.activation, s);
+    epilogue(y, cfg_.bias ? bias : nullptr, cfg_.residual ? residual : nullptr, s);
     return;
   }
   Context& ctx = context();

@@ -92,6 +92,8 @@ class ConvOp {
   ConvAlgo tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* timings = nullptr);
   ConvAlgo heuristic();
   ConvAlgo forced_choice() const;
+  cudnnMathType_t default_math() const;
+  void epilogue(void* y, const void* bias, const void* z, cudaStream_t s) const;
   void choose_cached(const std::string& key, bool log, const std::vector<int64_t>& xin);
   // The GEMM of the kConvAlgoGemm path on these buffers (x, w, y as the op's tensors).
   LtGemmConfig gemm_config() const;
