@@ -188,6 +188,30 @@ def test_an_evaluation_measures_each_agents_graph_beside_the_original(tmp_path):
     assert greedy.speedup > 1.5 and greedy.measured_speedup > 1.5  # merged matmuls: the GPU sees the gain too
 
 
+def test_optimize_measured_writes_whichever_model_measures_faster(tmp_path, capsys):
+    """`rlflow optimize --measure cuda -o`: the written model is the optimised one where it
+    measures faster, else the original (unless --keep-slower), and the summary says which."""
+    import json
+
+    import onnx
+
+    from rlflow.cli import main
+
+    # the analytic model fuses every Conv + ReLU of mobilenet_v3_large: no faster on this executor
+    for extra in ([], ["--keep-slower"]):
+        out, summary = tmp_path / "out.onnx", tmp_path / "summary.json"
+        assert main(["optimize", "mobilenet_v3_large", "--method", "greedy", "--cost-model", "analytic:h100",
+                     "--measure", "cuda", "-o", str(out), "--json", str(summary), *extra]) == 0
+        result = json.loads(summary.read_text())
+        slower = result["measured_optimised_ms"] > result["measured_original_ms"]
+        assert result["written"] == ("original" if slower and not extra else "optimised")
+        assert ("measures slower" in capsys.readouterr().out) == (slower and not extra)
+        written = te.graphs.load(str(out))
+        original = te.graphs.load("mobilenet_v3_large")
+        assert (written.num_ops == original.num_ops) == (result["written"] == "original")
+        assert onnx.load(str(out)).graph.node
+
+
 def test_repeated_measurements_do_not_grow_device_memory():
     g = te.graphs.build("squeezenet", seed=None)
     cb.measure(g, warmup=1, repeats=1)  # caches and handles are created once

@@ -86,6 +86,28 @@ def test_optimize_writes_a_model_onnxruntime_agrees_with(tmp_path):
     assert "equivalent" in result.stdout and out.exists()
 
 
+def test_optimize_prices_graphs_by_the_measured_table_of_its_math_mode(tmp_path):
+    """By default a graph is optimised for the GPU as rlflow's executor runs it (the shipped
+    H100 table of --math), not by the analytic model; --cost-model still chooses."""
+    import json
+
+    import taso_env as te
+
+    for math, table in (("fp32", "h100_fp32"), ("tf32", "h100_tf32"), ("bf16", "h100_fp16")):
+        out = tmp_path / f"{math}.json"
+        result = _rlflow("optimize", "squeezenet1_1", "--method", "greedy", "--math", math, "--json", str(out),
+                         "--no-check", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        summary = json.loads(out.read_text())
+        assert summary["cost_model"] == f"table:{table}" and f"(table:{table})" in result.stdout
+        graph = te.graphs.load("squeezenet1_1")
+        assert summary["initial_cost_ms"] == pytest.approx(graph.cost(f"table:{table}"))
+        assert summary["written"] == "optimised"
+    chosen = _rlflow("optimize", "squeezenet1_1", "--method", "greedy", "--cost-model", "analytic:h100",
+                     "--json", str(tmp_path / "a.json"), "--no-check", cwd=tmp_path)
+    assert chosen.returncode == 0 and json.loads((tmp_path / "a.json").read_text())["cost_model"] == "analytic:h100"
+
+
 def test_optimize_with_a_run_that_is_not_there_or_with_a_method_too_is_a_typed_error(tmp_path):
     missing = _rlflow("optimize", "squeezenet1_1", "--run", str(tmp_path / "no_run"))
     assert missing.returncode == 2 and "no such run folder" in missing.stderr, missing.stderr

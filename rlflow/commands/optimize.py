@@ -7,11 +7,13 @@ in, ONNX out.
     rlflow optimize my_model.onnx --run runs/demo             # the run's trained controller
     rlflow optimize resnet50 --measure cuda --math tf32      # on a GPU machine
 
-Prints the estimated cost before and after, the optimisation time (a trained agent's
-loading apart) and how often each rule fired; then checks the optimised model against
-the original in onnxruntime on random inputs and weights (exit code 1 if they differ).
-With --measure cuda both graphs are also timed end to end on the GPU (CUDA-graph replay,
-median).
+Graphs are priced by the H100 cost table measured in the --math mode (fp32 by default;
+--cost-model chooses another model). Prints the estimated cost before and after, the
+optimisation time (a trained agent's loading apart) and how often each rule fired; then
+checks the optimised model against the original in onnxruntime on random inputs and
+weights (exit code 1 if they differ). With --measure cuda both graphs are also timed end
+to end on the GPU (CUDA-graph replay, interleaved rounds), and -o writes the original
+model where the optimised one measures slower (--keep-slower: the optimised one anyway).
 """
 
 from __future__ import annotations
@@ -41,13 +43,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=1000, help="backtracking's expansions (default: 1000)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="eqsat's saturation seconds (default: 10)")
     parser.add_argument("--node-limit", type=int, default=20000, help="eqsat's e-graph size (default: 20000)")
-    parser.add_argument("--cost-model", default="analytic:h100",
-                        help="analytic[:profile], table:<file or shipped name> or cuda (default: analytic:h100)")
+    parser.add_argument("--cost-model", default=None,
+                        help="analytic[:profile], table:<file or shipped name> or cuda (default: the shipped H100 "
+                             "table of --math, e.g. table:h100_fp32; bf16 uses the fp16 table)")
     parser.add_argument("--json", help="write the results as JSON here")
     parser.add_argument("--no-check", action="store_true", help="skip the onnxruntime check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measure", choices=["cuda"], help="also measure both graphs end to end on the GPU")
-    parser.add_argument("--math", default="fp32", choices=MATH_MODES, help="math mode of --measure")
+    parser.add_argument("--math", default="fp32", choices=MATH_MODES,
+                        help="the GPU math mode optimised for (which measured table prices the graphs) and "
+                             "measured in (default: fp32)")
+    parser.add_argument("--keep-slower", action="store_true",
+                        help="with --measure cuda, write the optimised model even where it measures slower "
+                             "than the original")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--method and --run: optimise with a search method or with a run's agent, not both")
     if args.run and not os.path.isdir(args.run):
         raise ConfigError(f"--run {args.run}: no such run folder")
+    if args.cost_model is None:
+        from taso_env.engine.cost_model import measured_table_spec
+
+        args.cost_model = measured_table_spec(args.math)
     te.set_cost_model(args.cost_model)
     graph = te.graphs.load(args.model, dims=parse_dims(args.dims))
     if args.measure == "cuda":
@@ -72,10 +84,19 @@ def run(args: argparse.Namespace) -> int:
 
     rows = [{"rule": name, "fired": n} for name, n in Counter(summary["rule_fires"]).most_common()]
     print("\n" + (markdown_table(rows, ["rule", "fired"]) if rows else "no rule fired"))
+    summary["cost_model"] = args.cost_model
+    written = best
     if args.measure == "cuda":
         measured = _measure(graph, best, args.math)
         summary.update(measured_original_ms=measured["original"], measured_optimised_ms=measured["optimised"],
                        measured_math=args.math)
+        if measured["optimised"] > measured["original"] and not args.keep_slower:
+            written = graph
+            print(f"the optimised model measures slower than the original on this GPU "
+                  f"({measured['optimised']:.4f} vs {measured['original']:.4f} ms): "
+                  f"{'writing the original' if args.output else 'the original is the faster'} "
+                  "(--keep-slower writes the optimised one)")
+    summary["written"] = "optimised" if written is best else "original"
     ok = True
     if not args.no_check:
         source_file = graph.metadata.get("source")
@@ -87,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
         summary["max_abs_diff"] = report.max_abs_diff
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        best.export_onnx(args.output)
-        print(f"wrote {args.output}")
+        written.export_onnx(args.output)
+        print(f"wrote {args.output} ({summary['written']} model)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)

@@ -240,6 +240,22 @@ def _table_path(arg: str) -> str:
     return str(shipped[name]) if name in shipped else arg  # a missing file: the table loader says so
 
 
+def measured_table_spec(math: str = "fp32") -> str:
+    """The cost model that prices graphs as the GPU runs them in `math` mode: the shipped
+    H100 table measured in that mode ("table:h100_fp32", "table:h100_tf32",
+    "table:h100_fp16"; bf16 is priced by the fp16 table, as the H100's tensor cores run
+    both at one rate), or the analytic H100 profile of that mode where no table is shipped.
+    `rlflow optimize`'s default: the analytic model is calibrated to PyTorch's kernels,
+    not to rlflow's executor (it fuses every Conv + ReLU of mobilenet_v3_large, a graph
+    that measures 4% slower than the original in fp32; the fp32 table's graph does not)."""
+    from taso_env import shipped_data
+
+    name = f"h100_{'fp16' if math == 'bf16' else math}"
+    if name in shipped_data.cost_tables():
+        return f"table:{name}"
+    return "analytic:h100-tf32" if math == "tf32" else "analytic:h100"
+
+
 _active: CostModel | None = None
 
 
