@@ -108,6 +108,30 @@ def test_optimize_prices_graphs_by_the_measured_table_of_its_math_mode(tmp_path)
     assert chosen.returncode == 0 and json.loads((tmp_path / "a.json").read_text())["cost_model"] == "analytic:h100"
 
 
+def test_optimize_writes_the_original_where_the_optimised_model_measures_slower(tmp_path, monkeypatch, capsys):
+    """--measure cuda with a GPU on which the optimised model measures slower: -o writes the
+    original (and says so) unless --keep-slower. The GPU's two medians are given here
+    (tests/test_cuda.py measures the other case on a real GPU)."""
+    import json
+
+    from rlflow.cli import main
+    from taso_env.gpu import cuda_backend
+    from taso_env.gpu import interleaved_measurement as im
+
+    monkeypatch.setattr(cuda_backend, "require", lambda: None)
+    monkeypatch.setattr(cuda_backend, "device_name", lambda: "a GPU")
+    monkeypatch.setattr(im, "measure_side_by_side", lambda graphs, **kwargs: [1.0, 1.25])
+    original = taso_env.graphs.load("nasrnn")
+    for extra, written in (([], "original"), (["--keep-slower"], "optimised")):
+        out, summary = tmp_path / f"{written}.onnx", tmp_path / f"{written}.json"
+        assert main(["optimize", "nasrnn", "--method", "greedy", "--measure", "cuda", "-o", str(out),
+                     "--json", str(summary), *extra]) == 0
+        printed = capsys.readouterr().out
+        assert json.loads(summary.read_text())["written"] == written
+        assert ("measures slower than the original" in printed) == (written == "original")
+        assert (taso_env.graphs.load(str(out)).hash() == original.hash()) == (written == "original")
+
+
 def test_optimize_with_a_run_that_is_not_there_or_with_a_method_too_is_a_typed_error(tmp_path):
     missing = _rlflow("optimize", "squeezenet1_1", "--run", str(tmp_path / "no_run"))
     assert missing.returncode == 2 and "no such run folder" in missing.stderr, missing.stderr
