@@ -177,6 +177,12 @@ class LookaheadConfig:
             order), or, before a second, the period of the rule's locations
             (`_block_period`). 16 (64 before the thirteenth session); at 8
             t5_small_encoder stops short (its blocks are not evenly spaced in op ids).
+            A repeat is a valley of the same depth as the last: its break-even locations
+            are followed a rewrite further (`follow_detours`) only where the last detour
+            paid only through its follow (t5_small_encoder's three-step valleys), not
+            where it paid at once (nasrnn's two-step ones: 11 fewer enumerations an
+            episode, 61 + 32 -> 50 + 21 steps and successor calls, the same graph;
+            twenty-second session).
         repeat_locations: how many of those are looked at before asking whether one pays.
             1 (`detour_locations` before the fourteenth session): with the stride the
             next block's valley is mostly the first looked at (bert_base: 1 successor
@@ -222,6 +228,8 @@ class ControllerAgent:
         self.explore = (not greedy) if explore is None else explore
         self.visited: set[int] = set()  # hashes of the graphs this episode went through
         self.last_detour_rule: int | None = None  # the rule of the last detour taken this episode
+        self.last_detour_followed = False  # whether it paid only through a follow (a three-step valley)
+        self._followed_paid: set[int] = set()  # candidates (this step's indices) that pay only through a follow
         self.last_detour_at = 0  # and the first op (id) of its location
         self.detour_stride = 0  # op ids between the last two detours of that rule (0: not seen twice)
         self.trace: list[tuple[int, int, int, float]] = []
@@ -321,7 +329,9 @@ class ControllerAgent:
                            key=lambda i: abs(min(cands[i].location) - expected))[:la.repeat_detours]
             size = max(1, la.repeat_locations)
             chunks = [group[i:i + size] for i in range(0, len(group), size)]
-            propose = not self._look_until_one_pays(chunks, looked, cands, rewards, score, info["initial_cost"])
+            # its repeats are valleys of the same depth: followed only if it needed a follow
+            propose = not self._look_until_one_pays(chunks, looked, cands, rewards, score, info["initial_cost"],
+                                                    follow=self.last_detour_followed)
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
             mu = encoded() if mu is None else mu
             rounds = self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)[:max(1, la.detour_rounds)]
@@ -344,23 +354,23 @@ class ControllerAgent:
         return rivals if len(rivals) > 1 else []
 
     def _look_until_one_pays(self, rounds: list[list[int]], looked: set[int], cands: list, rewards: np.ndarray,
-                             score: np.ndarray, initial_cost: float) -> bool:
+                             score: np.ndarray, initial_cost: float, follow: bool = True) -> bool:
         """Looks at the candidates of each round not looked at yet (`_look`), round after
         round, until one scores above stop; whether one did."""
         for group in rounds:
             group = [k for k in group if k not in looked]
             looked.update(group)
-            self._look(group, cands, rewards, score, initial_cost)
+            self._look(group, cands, rewards, score, initial_cost, follow)
             if group and score[group].max() > 0:
                 return True
         return False
 
     def _look(self, picks: list[int], cands: list, rewards: np.ndarray, score: np.ndarray,
-              initial_cost: float) -> None:
+              initial_cost: float, follow: bool = True) -> None:
         """Adds to `score` (in place) what one real rewrite further shows of candidates
-        `picks`: the discounted best immediate score in each one's successor (and for
-        break-even detours, one rewrite further still); -inf for a rewrite back to a graph
-        this episode left."""
+        `picks`: the discounted best immediate score in each one's successor (and, with
+        `follow`, for break-even detours one rewrite further still, remembering those that
+        pay only so); -inf for a rewrite back to a graph this episode left."""
         if not picks:
             return
         la = self.lookahead
@@ -377,9 +387,12 @@ class ControllerAgent:
                 if margin > 0 and rewards[k] <= 0 and abs(rewards[k] + best_reward) <= margin:
                     even.append((rewards[k] + best_reward, k, best))
                 score[k] += la.gamma * max(0.0, best)
-        for _, k, best in sorted(even, reverse=True)[:la.follow_max]:  # the closest to a gain first
-            follow = best + la.gamma * max(0.0, self._follow(k, initial_cost))
-            score[k] += la.gamma * (max(0.0, follow) - max(0.0, best))
+        for _, k, best in sorted(even, reverse=True)[:la.follow_max if follow else 0]:  # the closest to a gain first
+            paid = score[k] > 0
+            further = best + la.gamma * max(0.0, self._follow(k, initial_cost))
+            score[k] += la.gamma * (max(0.0, further) - max(0.0, best))
+            if score[k] > 0 and not paid:
+                self._followed_paid.add(k)
 
     def _follow(self, detour: int, initial_cost: float) -> float:
         """The best immediate score one rewrite after the best rewrite of candidate
@@ -436,8 +449,10 @@ class ControllerAgent:
             self.trace = []
             self.visited = set()
             self.last_detour_rule = None
+            self.last_detour_followed = False
             self.detour_stride = 0
         self.visited.add(self.env.graph.hash())  # the graph the last rewrite led to
+        self._followed_paid = set()
         stop = len(info["xfer_mask"]) - 1
         actions, score = self.scores(obs, info)
         actions.insert(0, (stop, 0))  # first, so that it wins ties
@@ -453,4 +468,5 @@ class ControllerAgent:
             at = min(taken.location)
             self.detour_stride = at - self.last_detour_at if xfer == self.last_detour_rule else 0
             self.last_detour_rule, self.last_detour_at = xfer, at
+            self.last_detour_followed = k - 1 in self._followed_paid  # (k - 1: stop was inserted first)
         return np.array([xfer, loc])

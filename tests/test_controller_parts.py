@@ -307,6 +307,40 @@ def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_opti
     assert len(asked) <= 2  # M asked at the first optimum and at the last (where nothing paid)
 
 
+def test_repeats_of_a_detour_that_paid_at_once_are_not_followed_further():
+    """nasrnn's valleys on the H100 table take two rewrites (a cost-neutral MatMul merge,
+    then a three-way merge that pays): when the rule of such a detour is looked at again
+    at the next local optimum, its break-even locations are not followed a rewrite
+    further (a repeat is a valley of the same depth). The same graph as following them,
+    with fewer enumerations; t5_small_encoder's three-step valleys, whose first detour
+    paid only through its follow, are still followed at every repeat (the test above)."""
+    from taso_env.engine import real_work
+    from taso_env.env.episode import run_episode
+    from taso_env.env.rewrite_env import GraphRewriteEnv
+
+    env = GraphRewriteEnv("nasrnn", horizon=80, cost_model="table:h100_fp32")
+    agent = _untrained_agent(env, value=0.0, step_cost=0.0)
+    agent.lookahead = type(agent.lookahead)()  # the defaults, M proposing every rule
+    agent.two_step_returns = lambda mu, rules: np.ones(len(rules))
+    looks = []  # (follow, whether a repeat look found one that pays) of each repeat phase
+    only_once = agent._look_until_one_pays
+
+    def recorded(rounds, *args, follow=True):
+        paid = only_once(rounds, *args, follow=follow)
+        looks.append((follow, paid))
+        return paid
+
+    agent._look_until_one_pays = recorded
+    before = real_work.counts()
+    final = run_episode(env, agent, 0, record=False).metrics["final_cost"]
+    work = real_work.enumerations(real_work.since(before))
+    assert (False, True) in looks  # a repeat found the next valley without following any
+    agent._look_until_one_pays = lambda rounds, *args, follow=True: only_once(rounds, *args, follow=True)
+    before = real_work.counts()
+    assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(final, rel=1e-12)
+    assert work < real_work.enumerations(real_work.since(before))
+
+
 def test_the_next_repeated_valley_is_looked_for_one_block_period_on():
     """Locations of one rule in a network of repeated blocks (two per block, 31 op ids
     apart, as bert_base's): the period is the block's, not the gap within a block; with
