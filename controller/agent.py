@@ -249,8 +249,8 @@ class ControllerAgent:
         # the k rules M deems likeliest valid after a (stop excluded), each tried from there
         _, follow = tf.math.top_k(out.mask_logits[:, :-1], k=k)
         state2 = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), nxt)
-        out2, _ = self.mdnrnn.step(tf.repeat(z_next, k, axis=0), tf.reshape(follow, [-1]), state2)
-        best_next = tf.reduce_max(tf.reshape(out2.reward, [n, k]), axis=1)
+        reward2 = self.mdnrnn.step_reward(tf.repeat(z_next, k, axis=0), tf.reshape(follow, [-1]), state2)
+        best_next = tf.reduce_max(tf.reshape(reward2, [n, k]), axis=1)
         return out.reward + self.lookahead.gamma * tf.maximum(best_next, 0.0)
 
     def two_step_returns(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:
@@ -283,19 +283,16 @@ class ControllerAgent:
 
     def scores(self, obs: dict, info: dict) -> tuple[list[tuple[int, int]], np.ndarray]:
         """Every valid (rule, location) of the current real graph and its score."""
-        actions, cands, rule_of = [], [], []
         xfers = np.flatnonzero(info["xfer_mask"][:-1])
-        for k, xfer in enumerate(xfers):
-            for loc, c in enumerate(self.env.candidates(int(xfer))):
-                actions.append((int(xfer), loc))
-                cands.append(c)
-                rule_of.append(k)
+        per_rule = [self.env.candidates(int(xfer)) for xfer in xfers]
+        cands = [c for of_rule in per_rule for c in of_rule]
+        actions = [(int(xfer), loc) for xfer, of_rule in zip(xfers, per_rule) for loc in range(len(of_rule))]
         self._actions = list(actions)  # (xfer, location) of each candidate scored
         if not actions:
             return actions, np.zeros(0)
         la = self.lookahead
         rewards = _rewards([c.cost_delta for c in cands], info["initial_cost"])
-        rule_of = np.asarray(rule_of)
+        rule_of = np.repeat(np.arange(len(xfers)), [len(of_rule) for of_rule in per_rule])  # index into xfers
         stuck = not (rewards > 0).any()
         propose = la.detour_rules > 0 and (stuck or self.explore or not la.detours_at_optimum_only)
 

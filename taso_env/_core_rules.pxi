@@ -72,6 +72,50 @@ cdef RuleSpec _rule_spec(dict spec) except *:
     return r
 
 
+cdef tuple _int_tuple(const vector[int]& v):
+    cdef Py_ssize_t i, n = <Py_ssize_t> v.size()
+    cdef tuple t = PyTuple_New(n)
+    cdef object item
+    for i in range(n):
+        item = v[i]
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(t, i, item)
+    return t
+
+
+cdef extern from *:
+    """
+    static PyObject* rlflow_tuple_of_type(PyObject* type, Py_ssize_t n) {
+        return PyType_GenericAlloc((PyTypeObject*) type, n);
+    }
+    """
+    object _tuple_of_type "rlflow_tuple_of_type"(object type, Py_ssize_t n)
+
+
+cdef inline void _set_item(object t, Py_ssize_t i, object item):
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(t, i, item)
+
+
+cdef list _candidate_list(const vector[Candidate]& cands, type as_type):
+    """[as_type((rule_id, location tuple, cost delta ms))], read in place and made as
+    tuple.__new__(as_type, ...) makes them (a step makes hundreds: no C++ Candidate is
+    copied, no intermediate tuple built)."""
+    if not issubclass(as_type, tuple):
+        raise TypeError(f"candidates are made tuples or a tuple subclass, not {as_type.__name__}")
+    cdef list out = PyList_New(<Py_ssize_t> cands.size())
+    cdef Py_ssize_t i
+    cdef object item  # a tuple or a tuple subclass
+    for i in range(<Py_ssize_t> cands.size()):
+        item = PyTuple_New(3) if as_type is tuple else _tuple_of_type(as_type, 3)
+        _set_item(item, 0, cands[i].rule_id)
+        _set_item(item, 1, _int_tuple(cands[i].location))
+        _set_item(item, 2, cands[i].cost_delta)
+        Py_INCREF(item)
+        PyList_SET_ITEM(out, i, item)
+    return out
+
+
 cdef class CoreEnumeration:
     """Owns a C++ taso::Enumeration: a graph's candidates (sorted by rule and location)
     and the bindings rejected for closing a cycle, for following it through a rewrite."""
@@ -80,9 +124,10 @@ cdef class CoreEnumeration:
     cdef object graph  # the CoreGraph and CoreCostModel enumerated: e's facts refer to them
     cdef object model
 
-    def candidates(self):
-        """[(rule_id, location tuple, cost delta ms)]."""
-        return [(c.rule_id, tuple(c.location), c.cost_delta) for c in self.e.candidates]
+    def candidates(self, as_type=tuple):
+        """[(rule_id, location tuple, cost delta ms)], each made an `as_type` (a tuple
+        subclass: tuple.__new__(as_type, ...))."""
+        return _candidate_list(self.e.candidates, as_type)
 
     def cycle_rejected(self):
         """[(rule_id, location tuple)]."""
@@ -110,11 +155,12 @@ cdef class CoreRuleSet:
     def __len__(self):
         return deref(self.rules).size()
 
-    def candidates(self, CoreGraph graph not None, CoreCostModel model not None, int rule_id=-1):
-        """[(rule_id, location tuple, cost delta ms)] for every valid match."""
+    def candidates(self, CoreGraph graph not None, CoreCostModel model not None, int rule_id=-1, as_type=tuple):
+        """[(rule_id, location tuple, cost delta ms)] for every valid match, each made an
+        `as_type` (a tuple subclass)."""
         cdef vector[Candidate] cands = deref(self.rules).candidates(deref(graph.g), deref(model.cptr()), rule_id,
                                                                     False)
-        return [(c.rule_id, tuple(c.location), c.cost_delta) for c in cands]
+        return _candidate_list(cands, as_type)
 
     def candidate_effects(self, CoreGraph graph not None, CoreCostModel model not None, int rule_id=-1):
         """[(rule_id, location, cost delta in cost units, child hash)]: what the search

@@ -207,6 +207,30 @@ def test_hidden_state_starts_fresh_for_every_sequence_and_matches_step():
     assert both.logits.shape == (2, 5, 2) and both.mu.shape == (2, 5, 2, 4) and both.done_logit.shape == (2, 5)
 
 
+def test_step_is_the_lstm_and_heads_on_z_and_the_one_hot_action():
+    """M reads [z, one_hot(xfer)] without forming the one-hot product: its step equals
+    sonnet's own LSTM and head MLP applied to the concatenated input (the layout its
+    checkpoints hold), and step_reward equals the step's reward."""
+    model = MDNRNN(MDNRNNConfig(n_rules=N_RULES, **TINY_M))
+    rng = np.random.default_rng(1)
+    z = tf.constant(rng.normal(size=(6, 4)).astype(np.float32))
+    actions = tf.constant([0, 1, N_RULES, 7, 7, N_RULES // 2], tf.int32)
+    state = model.initial_state(6)
+    state = type(state)(hidden=tf.constant(rng.normal(size=(6, 16)).astype(np.float32)),
+                        cell=tf.constant(rng.normal(size=(6, 16)).astype(np.float32)))
+    out, nxt = model.step(z, actions, state)
+    inputs = tf.concat([z, tf.one_hot(actions, model.n_actions)], axis=-1)
+    hidden, ref_state = model._lstm(inputs, state)
+    heads = model._heads(model._features(tf.concat([hidden, inputs], axis=-1)))
+    np.testing.assert_allclose(nxt.hidden.numpy(), ref_state.hidden.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nxt.cell.numpy(), ref_state.cell.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.mask_logits.numpy(), heads[:, 2:].numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out.done_logit.numpy(), heads[:, 1].numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(model.step_reward(z, actions, state).numpy(), out.reward.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError):  # an xfer outside the rule set is an error, not a zero row
+        model.step(z[:1], tf.constant([N_RULES + 1], tf.int32), model.initial_state(1))
+
+
 def test_mdnrnn_loss_ignores_padded_steps():
     model = MDNRNN(MDNRNNConfig(n_rules=N_RULES, **TINY_M))
     rng = np.random.default_rng(0)

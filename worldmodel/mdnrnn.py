@@ -105,21 +105,52 @@ class MDNRNN(snt.Module):
             self._mdn = snt.Linear(k + 2 * k * z, name="mdn_head")
             self._features = snt.nets.MLP([config.hidden], activate_final=True, name="head_features")
             self._heads = snt.Linear(2 + self.n_actions, name="heads")
+        self._built = False  # the LSTM's and the head MLP's variables (_build)
 
     def initial_state(self, batch_size: int) -> snt.LSTMState:
         """The zero state of an episode start (hidden and cell [B, H])."""
         return self._lstm.initial_state(batch_size)
 
-    def _inputs(self, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
-        return tf.concat([z, tf.one_hot(action, self.n_actions, dtype=z.dtype)], axis=-1)
+    # The LSTM and the head MLP read [z, one_hot(action)] (their weights are laid out so;
+    # checkpoints keep that layout). A one-hot row times a weight matrix is that matrix's
+    # row: they are computed as z @ W_z + W_a[action], without the [N, R] product.
+    def _build(self, z: tf.Tensor) -> None:
+        """Creates the LSTM's and the head MLP's variables on the first call (the modules'
+        own first call, on one row of zeros)."""
+        if self._built:
+            return
+        width = self.config.latent_dim + self.n_actions
+        self._lstm(tf.zeros([1, width], z.dtype), self._lstm.initial_state(1))
+        self._features(tf.zeros([1, self.config.hidden + width], z.dtype))
+        self._built = True
 
-    def _predict(self, hidden: tf.Tensor, inputs: tf.Tensor, z: tf.Tensor) -> MDNOutput:
+    def _of_inputs(self, w: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+        """[z, one_hot(action)] @ w for w [Z + R, D] (z [N, Z], action [N])."""
+        zdim = self.config.latent_dim
+        return tf.matmul(z, w[:zdim]) + tf.gather(w[zdim:], action)
+
+    def _lstm_step(self, gates_x: tf.Tensor, state: snt.LSTMState) -> tuple[tf.Tensor, snt.LSTMState]:
+        """snt.LSTM's step (gates i, f, g, o) from its input gates [N, 4H]."""
+        gates = gates_x + tf.matmul(state.hidden, self._lstm.hidden_to_hidden) + self._lstm.b
+        i, f, g, o = tf.split(gates, num_or_size_splits=4, axis=1)
+        cell = tf.sigmoid(f) * state.cell + tf.sigmoid(i) * tf.tanh(g)
+        hidden = tf.sigmoid(o) * tf.tanh(cell)
+        return hidden, snt.LSTMState(hidden=hidden, cell=cell)
+
+    def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+        """The head MLP (one ReLU layer) on [hidden, z, one_hot(action)]."""
+        w = next(v for v in self._features.variables if v.shape.rank == 2)
+        b = next(v for v in self._features.variables if v.shape.rank == 1)
+        h = self.config.hidden
+        return tf.nn.relu(tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action) + b)
+
+    def _predict(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> MDNOutput:
         """Heads on flat [N, ...] tensors."""
         k, zdim = self.config.mixtures, self.config.latent_dim
         params = self._mdn(hidden)
         logits = params[:, :k]
         delta, log_sigma = tf.split(tf.reshape(params[:, k:], [-1, k, 2 * zdim]), 2, axis=-1)
-        heads = self._heads(self._features(tf.concat([hidden, inputs], axis=-1)))
+        heads = self._heads(self._head_features(hidden, z, action))
         return MDNOutput(logits=logits, mu=z[:, None, :] + delta,
                          log_sigma=tf.clip_by_value(log_sigma, _LOG_SIGMA_MIN, _LOG_SIGMA_MAX),
                          reward=heads[:, 0] * self._reward_scale, done_logit=heads[:, 1],
@@ -127,24 +158,36 @@ class MDNRNN(snt.Module):
 
     def step(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState) -> tuple[MDNOutput, snt.LSTMState]:
         """One step: z [B, Z], action [B] int32 xfer ids, state -> (MDNOutput [B, ...], state)."""
-        inputs = self._inputs(z, action)
-        hidden, state = self._lstm(inputs, state)
-        return self._predict(hidden, inputs, z), state
+        self._build(z)
+        hidden, state = self._lstm_step(self._of_inputs(self._lstm.input_to_hidden, z, action), state)
+        return self._predict(hidden, z, action), state
+
+    def step_reward(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState) -> tf.Tensor:
+        """The reward [B] of `step` alone (its other heads not computed)."""
+        self._build(z)
+        hidden, _ = self._lstm_step(self._of_inputs(self._lstm.input_to_hidden, z, action), state)
+        features = self._head_features(hidden, z, action)
+        w = next(v for v in self._heads.variables if v.shape.rank == 2)
+        b = next(v for v in self._heads.variables if v.shape.rank == 1)
+        return (tf.linalg.matvec(features, w[:, 0]) + b[0]) * self._reward_scale
 
     def __call__(self, z_seq: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor | None = None) -> MDNOutput:
         """Whole episodes from their start: z_seq [B, T, Z], actions [B, T] int32,
         mask [B, T] (1 = real step; on padding the state is held) -> MDNOutput [B, T, ...].
         """
+        self._build(z_seq)
         batch, steps = tf.shape(z_seq)[0], tf.shape(z_seq)[1]
-        inputs = self._inputs(z_seq, actions)
+        flat_z, flat_actions = tf.reshape(z_seq, [batch * steps, -1]), tf.reshape(actions, [-1])
+        gates_x = tf.reshape(self._of_inputs(self._lstm.input_to_hidden, flat_z, flat_actions),
+                             [batch, steps, 4 * self.config.hidden])
         if mask is None:
             mask = tf.ones([batch, steps], z_seq.dtype)
-        time_major = (tf.transpose(inputs, [1, 0, 2]), tf.transpose(tf.cast(mask, inputs.dtype))[..., None])
+        time_major = (tf.transpose(gates_x, [1, 0, 2]), tf.transpose(tf.cast(mask, gates_x.dtype))[..., None])
 
         def cell(carry, x):
             _, state = carry
-            x_t, m_t = x
-            out, new = self._lstm(x_t, state)
+            gates_t, m_t = x
+            out, new = self._lstm_step(gates_t, state)
             held = snt.LSTMState(hidden=m_t * new.hidden + (1 - m_t) * state.hidden,
                                  cell=m_t * new.cell + (1 - m_t) * state.cell)
             return out, held
@@ -152,8 +195,7 @@ class MDNRNN(snt.Module):
         init = self.initial_state(batch)
         hidden, _ = tf.scan(cell, time_major, initializer=(init.hidden, init))
         hidden = tf.reshape(tf.transpose(hidden, [1, 0, 2]), [batch * steps, self.config.hidden])
-        flat = lambda t: tf.reshape(t, [batch * steps, -1])  # noqa: E731
-        out = self._predict(hidden, flat(inputs), flat(z_seq))
+        out = self._predict(hidden, flat_z, flat_actions)
         k, zdim = self.config.mixtures, self.config.latent_dim
         return MDNOutput(logits=tf.reshape(out.logits, [batch, steps, k]),
                          mu=tf.reshape(out.mu, [batch, steps, k, zdim]),
