@@ -227,6 +227,8 @@ def test_step_is_the_lstm_and_heads_on_z_and_the_one_hot_action():
     np.testing.assert_allclose(out.mask_logits.numpy(), heads[:, 2:].numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.done_logit.numpy(), heads[:, 1].numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(model.step_reward(z, actions, state).numpy(), out.reward.numpy(), rtol=1e-5, atol=1e-6)
+    fresh = MDNRNN(MDNRNNConfig(n_rules=N_RULES, **TINY_M))  # a method that reads variables may come first
+    assert fresh.step_reward(z, actions, state).shape == (6,)
     with pytest.raises(tf.errors.InvalidArgumentError):  # an xfer outside the rule set is an error, not a zero row
         model.step(z[:1], tf.constant([N_RULES + 1], tf.int32), model.initial_state(1))
 

@@ -105,7 +105,7 @@ class MDNRNN(snt.Module):
             self._mdn = snt.Linear(k + 2 * k * z, name="mdn_head")
             self._features = snt.nets.MLP([config.hidden], activate_final=True, name="head_features")
             self._heads = snt.Linear(2 + self.n_actions, name="heads")
-        self._built = False  # the LSTM's and the head MLP's variables (_build)
+        self._built = False  # whether the modules' variables exist (_build)
 
     def initial_state(self, batch_size: int) -> snt.LSTMState:
         """The zero state of an episode start (hidden and cell [B, H])."""
@@ -115,13 +115,14 @@ class MDNRNN(snt.Module):
     # checkpoints keep that layout). A one-hot row times a weight matrix is that matrix's
     # row: they are computed as z @ W_z + W_a[action], without the [N, R] product.
     def _build(self, z: tf.Tensor) -> None:
-        """Creates the LSTM's and the head MLP's variables on the first call (the modules'
-        own first call, on one row of zeros)."""
+        """Creates every module's variables on the first call (each module's own first
+        call, on one row of zeros), so that any method can read them."""
         if self._built:
             return
-        width = self.config.latent_dim + self.n_actions
+        width, h = self.config.latent_dim + self.n_actions, self.config.hidden
         self._lstm(tf.zeros([1, width], z.dtype), self._lstm.initial_state(1))
-        self._features(tf.zeros([1, self.config.hidden + width], z.dtype))
+        self._mdn(tf.zeros([1, h], z.dtype))
+        self._heads(self._features(tf.zeros([1, h + width], z.dtype)))
         self._built = True
 
     def _of_inputs(self, w: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
