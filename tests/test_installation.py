@@ -4,6 +4,7 @@ the `rlflow` command and its manners, the shipped data, the scripts as thin face
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,19 @@ def _rlflow(*args, cwd=None):
     return subprocess.run(["rlflow", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
+def _side_by_side(commands: list[list[str]]) -> list[subprocess.CompletedProcess]:
+    """Each command's result, the commands run a core each at a time."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return list(pool.map(lambda c: subprocess.run(c, capture_output=True, text=True, timeout=300), commands))
+
+
 def test_console_command_lists_every_stage():
     result = _rlflow("--help")
     assert result.returncode == 0, result.stderr
-    for command in ("collect", "train-vae", "train-mdnrnn", "train-controller", "evaluate", "optimize",
-                    "measure", "pipeline"):
+    commands = ["collect", "train-vae", "train-mdnrnn", "train-controller", "evaluate", "optimize", "measure",
+                "pipeline"]
+    for command, sub in zip(commands, _side_by_side([["rlflow", c, "--help"] for c in commands])):
         assert f"  {command} " in result.stdout
-        sub = _rlflow(command, "--help")
         assert sub.returncode == 0 and f"usage: rlflow {command}" in sub.stdout, sub.stderr
 
 
@@ -148,8 +155,8 @@ def test_measuring_in_no_rounds_is_a_typed_error_before_any_gpu_is_needed(tmp_pa
 
 
 def test_scripts_are_faces_of_the_commands():
-    for script in sorted((REPO / "scripts").glob("*.py")):
+    scripts = sorted((REPO / "scripts").glob("*.py"))
+    for script, result in zip(scripts, _side_by_side([[sys.executable, str(s), "--help"] for s in scripts])):
         text = script.read_text()
         assert "script_main(" in text and len(text.splitlines()) < 20, script.name
-        result = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and "usage: " + script.name in result.stdout, (script.name, result.stderr)
