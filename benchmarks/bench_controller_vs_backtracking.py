@@ -15,7 +15,6 @@ JSON line and a markdown table.
 """
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -26,20 +25,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit  # noqa: E402
 
 import taso_env as te  # noqa: E402
-from controller.evaluation import episode_graph, learned_agent  # noqa: E402
+from controller.evaluation import collector_frozen, episode_graph, learned_agent  # noqa: E402
 from taso_env.env.rewrite_env import GraphRewriteEnv, load_graph  # noqa: E402
 
 
 def timed(fn, *args, **kwargs):
-    """(seconds, result) of fn(*args, **kwargs), the collector's older objects frozen meanwhile."""
-    gc.collect()
-    gc.freeze()
-    try:
+    """(seconds, result) of fn(*args, **kwargs), timed as `rlflow evaluate` times an agent."""
+    with collector_frozen():
         start = time.perf_counter()
         out = fn(*args, **kwargs)
         return time.perf_counter() - start, out
-    finally:
-        gc.unfreeze()
 
 
 def main() -> None:

@@ -170,7 +170,7 @@ def training_graphs(run_dir: Path | None) -> list[str]:
 
 
 @contextmanager
-def _collector_frozen():
+def collector_frozen():
     """Python's garbage collector run, then the objects alive frozen out of its passes,
     for the duration (an agent's timed optimisation should not pay for rescanning what
     earlier graphs and agents left: in an eleven-graph evaluation that cost the
@@ -262,7 +262,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                 load_s = time.perf_counter() - t0
             else:
                 policy = RandomPolicy()
-            with _collector_frozen():  # what earlier graphs and agents left is not rescanned while timed
+            with collector_frozen():  # what earlier graphs and agents left is not rescanned while timed
                 start = time.perf_counter()  # models are loaded: time the optimisation only
                 work = real_work.counts()
                 if agent in ("backtracking", "greedy"):

@@ -72,17 +72,6 @@ cdef RuleSpec _rule_spec(dict spec) except *:
     return r
 
 
-cdef tuple _int_tuple(const vector[int]& v):
-    cdef Py_ssize_t i, n = <Py_ssize_t> v.size()
-    cdef tuple t = PyTuple_New(n)
-    cdef object item
-    for i in range(n):
-        item = v[i]
-        Py_INCREF(item)
-        PyTuple_SET_ITEM(t, i, item)
-    return t
-
-
 cdef extern from *:
     """
     static PyObject* rlflow_tuple_of_type(PyObject* type, Py_ssize_t n) {
@@ -93,8 +82,17 @@ cdef extern from *:
 
 
 cdef inline void _set_item(object t, Py_ssize_t i, object item):
+    """t[i] = item in a tuple being filled (PyTuple_SET_ITEM steals a reference)."""
     Py_INCREF(item)
     PyTuple_SET_ITEM(t, i, item)
+
+
+cdef tuple _int_tuple(const vector[int]& v):
+    cdef Py_ssize_t i, n = <Py_ssize_t> v.size()
+    cdef tuple t = PyTuple_New(n)
+    for i in range(n):
+        _set_item(t, i, v[i])
+    return t
 
 
 cdef list _candidate_list(const vector[Candidate]& cands, type as_type):

@@ -384,11 +384,11 @@ def test_what_is_looked_at_further_while_rewrites_save_runtime():
 def test_an_agent_is_timed_with_what_is_alive_frozen_out_of_the_collector_and_thawed_after():
     import gc
 
-    from controller.evaluation import _collector_frozen
+    from controller.evaluation import collector_frozen
 
     before = gc.get_freeze_count()
     with pytest.raises(RuntimeError):
-        with _collector_frozen():
+        with collector_frozen():
             assert gc.get_freeze_count() > before
             raise RuntimeError("an agent failed mid-episode")
     assert gc.get_freeze_count() == 0  # thawed even when the timed block raised

@@ -138,10 +138,15 @@ class MDNRNN(snt.Module):
         hidden = tf.sigmoid(o) * tf.tanh(cell)
         return hidden, snt.LSTMState(hidden=hidden, cell=cell)
 
+    @staticmethod
+    def _weights(module: snt.Module) -> tuple[tf.Variable, tf.Variable]:
+        """(w, b) of a one-layer module (snt.Linear, or the head MLP's single layer)."""
+        return (next(v for v in module.variables if v.shape.rank == 2),
+                next(v for v in module.variables if v.shape.rank == 1))
+
     def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
         """The head MLP (one ReLU layer) on [hidden, z, one_hot(action)]."""
-        w = next(v for v in self._features.variables if v.shape.rank == 2)
-        b = next(v for v in self._features.variables if v.shape.rank == 1)
+        w, b = self._weights(self._features)
         h = self.config.hidden
         return tf.nn.relu(tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action) + b)
 
@@ -168,8 +173,7 @@ class MDNRNN(snt.Module):
         self._build(z)
         hidden, _ = self._lstm_step(self._of_inputs(self._lstm.input_to_hidden, z, action), state)
         features = self._head_features(hidden, z, action)
-        w = next(v for v in self._heads.variables if v.shape.rank == 2)
-        b = next(v for v in self._heads.variables if v.shape.rank == 1)
+        w, b = self._weights(self._heads)
         return (tf.linalg.matvec(features, w[:, 0]) + b[0]) * self._reward_scale
 
     def __call__(self, z_seq: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor | None = None) -> MDNOutput:
