@@ -309,6 +309,16 @@ def test_episode_set_rejects_non_one_hot_nodes(rollouts):
         EpisodeSet.from_episodes([(0, arrays)])
 
 
+def test_episode_set_rejects_actions_outside_the_rule_set(rollouts):
+    ep = RolloutReader(rollouts).episode(0)
+    arrays = dict(ep.arrays)
+    actions = np.array(arrays["actions"])
+    actions[1, 0] = arrays["infos/xfer_mask"].shape[1]  # one past stop
+    arrays["actions"] = actions
+    with pytest.raises(ValueError, match="outside the rule set"):
+        EpisodeSet.from_episodes([(0, arrays)])
+
+
 def test_r2_score_and_scatter_image():
     true = np.array([1.0, 2.0, 3.0, 4.0])
     assert r2_score(true, true, 2.5) == 1.0

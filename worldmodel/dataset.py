@@ -96,7 +96,8 @@ class EpisodeSet:
         file (taso_env/env/rollouts.py), e.g. RolloutReader.episode(i).arrays.
 
         Raises:
-            ValueError: no episodes, or node rows that are not one-hot in the op type.
+            ValueError: no episodes, node rows that are not one-hot in the op type, or an
+                action xfer outside the rule set.
         """
         if not episodes:
             raise ValueError("an EpisodeSet needs at least one episode")
@@ -106,6 +107,12 @@ class EpisodeSet:
         one_hot = nodes[:, :NUM_OP_TYPES]
         if not (np.all(one_hot[np.arange(len(types)), types] == 1.0) and np.all(one_hot.sum(1) == 1.0)):
             raise ValueError("node rows are not one-hot in their first NUM_OP_TYPES columns")
+        xfers = np.asarray(cat("actions"), np.int32).reshape(-1, 2)[:, 0]
+        n_actions = cat("infos/xfer_mask").shape[1]
+        bad = np.flatnonzero((xfers < 0) | (xfers >= n_actions))
+        if len(bad):
+            raise ValueError(f"action xfer {xfers[bad[0]]} is outside the rule set's {n_actions} xfers "
+                             f"(step {bad[0]} of the episodes' steps; {len(bad)} such steps)")
         globals_ = cat("observations/globals").astype(np.float32).reshape(-1, GLOBAL_DIM)
         n_node = cat("observations/n_node").astype(np.int32)
         targets = batch_targets({"nodes": nodes, "n_node": n_node, "globals": globals_}, costs=cat("infos/cost"),
@@ -119,7 +126,7 @@ class EpisodeSet:
             "receivers": cat("observations/receivers").astype(np.int32),
             "globals": globals_, "n_node": n_node, "n_edge": cat("observations/n_edge").astype(np.int32),
             "steps": np.array([len(a["actions"]) for _, a in episodes], np.int64),
-            "xfers": np.asarray(cat("actions"), np.int32).reshape(-1, 2)[:, 0],
+            "xfers": xfers,
             "rewards": cat("rewards").astype(np.float32), "terminations": cat("terminations").astype(bool),
             **{f"target_{k}": v for k, v in targets.items()}})
 
