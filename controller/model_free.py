@@ -22,7 +22,6 @@ curve.json; TensorBoard under runs/<name>/tb/model_free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ import sonnet as snt
 import tensorflow as tf
 from graph_nets import modules
 
+from controller.configs import ModelFreeConfig
 from taso_env.env.rewrite_env import GraphRewriteEnv
 from taso_env.run_folder import RunFolder
 from worldmodel.graph_vae import _mlp, mean_and_max
@@ -37,55 +37,6 @@ from worldmodel.graphs_tuple import batch_observations, to_graphs_tuple
 
 MODEL_FREE_DIR = "model_free"
 NEG_INF = -1e9
-
-
-@dataclass(frozen=True)
-class ModelFreeConfig:
-    """PPO on the real environment.
-
-    Attributes:
-        graphs: training graphs (episodes start on one at random).
-        real_steps: real environment steps of training in all.
-        steps_per_update: real steps collected per PPO update.
-        horizon: step limit of an episode.
-        hidden: width of the GNN and MLPs.
-        message_passing_steps: GraphNetwork blocks.
-        max_candidates: candidates scored per step (the first ones in rule order).
-        epochs / minibatches: PPO passes over each update's steps.
-        learning_rate / gamma / gae_lambda / clip / entropy_coef / value_coef: PPO.
-        eval_every: updates between learning-curve points.
-        cost_model: the env's cost model.
-        seed: seed of episodes, sampling and initial weights.
-    """
-
-    graphs: tuple[str, ...] = ("squeezenet", "nasrnn")
-    real_steps: int = 2000
-    steps_per_update: int = 64
-    horizon: int = 20
-    hidden: int = 64
-    message_passing_steps: int = 2
-    max_candidates: int = 512
-    epochs: int = 4
-    minibatches: int = 2
-    learning_rate: float = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    entropy_coef: float = 0.01
-    value_coef: float = 0.5
-    eval_every: int = 5
-    cost_model: str = "analytic:h100"
-    seed: int = 0
-
-    def __post_init__(self):
-        if not self.graphs:
-            raise ValueError("ModelFreeConfig.graphs must name at least one graph")
-        for name in ("real_steps", "steps_per_update", "horizon", "hidden", "message_passing_steps",
-                     "max_candidates", "epochs", "minibatches", "eval_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ModelFreeConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.steps_per_update < self.minibatches:
-            raise ValueError("steps_per_update must be >= minibatches")
 
 
 class CandidateScorer(snt.Module):

@@ -7,36 +7,12 @@ Dreams that end restart on their own, so every iteration has B * T transitions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
+from controller.configs import PPOConfig
 from controller.policy import Controller
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    num_dreams: int = 64
-    rollout_steps: int = 32
-    epochs: int = 4
-    minibatches: int = 4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    learning_rate: float = 3e-4
-    entropy_coef: float = 0.01
-    value_coef: float = 0.5
-    max_grad_norm: float = 0.5
-
-    def __post_init__(self):
-        if self.num_dreams < 1 or self.rollout_steps < 1 or self.epochs < 1 or self.minibatches < 1:
-            raise ValueError("num_dreams, rollout_steps, epochs and minibatches must be >= 1")
-        if (self.num_dreams * self.rollout_steps) % self.minibatches:
-            raise ValueError("num_dreams * rollout_steps must divide into minibatches")
-        if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip > 0):
-            raise ValueError("need 0 < gamma <= 1, 0 <= gae_lambda <= 1, clip > 0")
 
 
 def advantages(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, last_value: np.ndarray,

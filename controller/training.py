@@ -11,44 +11,23 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from controller.configs import ControllerTrainConfig
 from controller.policy import Controller, ControllerConfig
-from controller.ppo import PPOConfig, PPOTrainer
+from controller.ppo import PPOTrainer
 from taso_env.engine import real_work
 from taso_env.env.rollouts import RolloutReader, batch_graphs
 from taso_env.run_folder import RunFolder, write_json
 from worldmodel.checkpoints import CheckpointNotFoundError, load_mdnrnn, load_vae
-from worldmodel.dream_env import Dream, DreamConfig
+from worldmodel.dream_env import Dream
 from worldmodel.graphs_tuple import to_graphs_tuple
 
 CONTROLLER_DIR = "controller"  # runs/<name>/controller/
-
-
-@dataclass(frozen=True)
-class ControllerTrainConfig:
-    """PPO updates in the dream; `hidden` is the controller's MLP."""
-
-    updates: int = 100
-    hidden: tuple[int, ...] = (128, 128)
-    seed: int = 0
-    log_every: int = 5
-    checkpoint_every: int = 10
-    dream: DreamConfig = field(default_factory=DreamConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ControllerTrainConfig:
-        d = dict(d)
-        d["hidden"] = tuple(d["hidden"])
-        d["dream"] = DreamConfig(**d["dream"])
-        d["ppo"] = PPOConfig(**d["ppo"])
-        return cls(**d)
 
 
 def start_latents(vae, rollouts_path: str | Path) -> tuple[np.ndarray, list[str]]:

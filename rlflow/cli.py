@@ -105,10 +105,10 @@ def _error_types() -> tuple[type[BaseException], ...]:
 
 def run_command(command: str, argv: Sequence[str], prog: str | None = None) -> int:
     """Parses `argv` for `command` and runs it; returns the exit code (see module doc)."""
+    parser = command_parser(command, prog)  # TensorFlow-free: --help and usage errors end here
+    args = parser.parse_args(list(argv))
     if getattr(_module(command), "USES_TENSORFLOW", False):
         quiet_tensorflow()
-    parser = command_parser(command, prog)
-    args = parser.parse_args(list(argv))
     try:
         return int(_module(command).run(args) or 0)
     except _error_types() as err:

@@ -3,23 +3,35 @@
     from worldmodel import GraphVAE, GraphVAEConfig, MDNRNN, MDNRNNConfig
     vae = load_vae("runs/demo")           # the latest checkpoint of runs/demo/vae/
     mu, log_sigma = vae.encode(to_graphs_tuple(batch_observations([obs])))
+
+The names below are imported on first use, so that importing a TensorFlow-free part
+(`worldmodel.configs`, `worldmodel.dataset`) does not import TensorFlow.
 """
 
-from worldmodel.checkpoints import load_mdnrnn, load_vae
-from worldmodel.graph_vae import GraphVAE, GraphVAEConfig, VAEOutput
-from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
-from worldmodel.mdnrnn import MDNRNN, MDNOutput, MDNRNNConfig
+from __future__ import annotations
 
-__all__ = [
-    "GraphVAE",
-    "GraphVAEConfig",
-    "MDNOutput",
-    "MDNRNN",
-    "MDNRNNConfig",
-    "VAEOutput",
-    "batch_observations",
-    "graphs_tuple_signature",
-    "load_mdnrnn",
-    "load_vae",
-    "to_graphs_tuple",
-]
+import importlib
+
+_HOMES = {
+    "GraphVAE": "worldmodel.graph_vae",
+    "VAEOutput": "worldmodel.graph_vae",
+    "MDNRNN": "worldmodel.mdnrnn",
+    "MDNOutput": "worldmodel.mdnrnn",
+    "GraphVAEConfig": "worldmodel.configs",
+    "MDNRNNConfig": "worldmodel.configs",
+    "batch_observations": "worldmodel.graphs_tuple",
+    "graphs_tuple_signature": "worldmodel.graphs_tuple",
+    "to_graphs_tuple": "worldmodel.graphs_tuple",
+    "load_mdnrnn": "worldmodel.checkpoints",
+    "load_vae": "worldmodel.checkpoints",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'worldmodel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value

@@ -30,28 +30,8 @@ from tqdm import tqdm
 
 from taso_env.env.features import GLOBAL_DIM, NODE_DIM, NUM_OP_TYPES
 from taso_env.env.rollouts import RolloutReader
+from worldmodel.configs import DataConfig
 from worldmodel.targets import TARGET_KEYS, batch_targets
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DataConfig:
-    """Which episodes train and which are held out.
-
-    Attributes:
-        held_out_fraction: share of episodes held out for evaluation (by id hash).
-        split_seed: changes which episodes are held out.
-        max_episodes: read at most this many episodes (lowest ids first; 0 = all).
-    """
-
-    held_out_fraction: float = 0.1
-    split_seed: int = 0
-    max_episodes: int = 0
-
-    def __post_init__(self):
-        if not 0.0 <= self.held_out_fraction < 1.0:
-            raise ValueError(f"held_out_fraction must be in [0, 1), got {self.held_out_fraction}")
-        if self.max_episodes < 0:
-            raise ValueError(f"max_episodes must be >= 0, got {self.max_episodes}")
 
 
 def is_held_out(episode_id: int, fraction: float, seed: int) -> bool:

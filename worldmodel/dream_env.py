@@ -24,46 +24,12 @@ The first xfer mask comes from V's decoder on z_0; later ones from M.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import gymnasium
 import numpy as np
 import tensorflow as tf
 from gymnasium import spaces
 
-
-@dataclass(frozen=True)
-class DreamConfig:
-    """Settings of the dream.
-
-    Attributes:
-        horizon: steps before truncation.
-        tau: temperature of M's mixture (1 = as trained; > 1 more uncertain dreams).
-        done_threshold: a step ends the episode when M's done probability exceeds it.
-        mask_threshold: an xfer is valid when M's (or V's) mask probability exceeds it.
-        invalid_penalty: reward of a masked-out xfer.
-        step_cost: subtracted from the reward of every rewrite (not of stop), so a
-            controller learns that a step must pay for itself and stops near its best
-            graph; the real agent charges the same (controller.agent).
-        detour_cost: charged in addition for a rewrite M predicts does not reduce the
-            runtime (predicted reward <= 0), as the real agent does.
-    """
-
-    horizon: int = 50
-    tau: float = 1.0
-    done_threshold: float = 0.5
-    mask_threshold: float = 0.5
-    invalid_penalty: float = -1.0
-    step_cost: float = 0.02
-    detour_cost: float = 0.25
-
-    def __post_init__(self):
-        if self.step_cost < 0 or self.detour_cost < 0:
-            raise ValueError(f"step_cost and detour_cost must be >= 0, got {self.step_cost}, {self.detour_cost}")
-        if self.horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
-        if self.tau <= 0:
-            raise ValueError(f"tau must be > 0, got {self.tau}")
+from worldmodel.configs import DreamConfig
 
 
 class Dream:

@@ -28,7 +28,6 @@ win and z would collapse to the prior (a 1% cost error would be worth 5e-5 nats)
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple
 
 import sonnet as snt
@@ -36,48 +35,11 @@ import tensorflow as tf
 from graph_nets import blocks, graphs, modules
 
 from taso_env.env.features import NUM_OP_TYPES
+from worldmodel.configs import GraphVAEConfig
 
 # Bounds of log sigma: below -7 the KL gradient explodes, above 2 z is noise.
 _LOG_SIGMA_MIN, _LOG_SIGMA_MAX = -7.0, 2.0
 _EPS = 1e-7
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GraphVAEConfig:
-    """Hyper-parameters of GraphVAE.
-
-    Attributes:
-        n_rules: rules of the rule set (the action space has n_rules + 1 xfers).
-        latent_dim: Z, the size of z.
-        hidden: H, the width of every MLP and of the graph embedding (64 reconstructs as
-            well as 128 on the issue's graphs at ~3x the training speed on 2 cores).
-        message_passing_steps: GraphNetwork blocks between encoder and embedding.
-        beta: weight of the KL term.
-        cost_sigma: likelihood scale of the two cost features (0.01 weighs them so
-            heavily that the rule masks are learned far more slowly: 21% vs 45% of
-            held-out masks exactly right after 1,500 steps on 400 episodes).
-        count_sigma: likelihood scale of the log1p candidate counts.
-        histogram_weight: pseudo-count of the op-type histogram's likelihood.
-    """
-
-    n_rules: int
-    latent_dim: int = 32
-    hidden: int = 64
-    message_passing_steps: int = 3
-    beta: float = 1.0
-    cost_sigma: float = 0.05
-    count_sigma: float = 0.1
-    histogram_weight: float = 100.0
-
-    def __post_init__(self):
-        for name in ("n_rules", "latent_dim", "hidden", "message_passing_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"GraphVAEConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.beta < 0:
-            raise ValueError(f"GraphVAEConfig.beta must be >= 0, got {self.beta}")
-        for name in ("cost_sigma", "count_sigma", "histogram_weight"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"GraphVAEConfig.{name} must be > 0, got {getattr(self, name)}")
 
 
 class VAEOutput(NamedTuple):

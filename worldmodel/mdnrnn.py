@@ -20,7 +20,6 @@ R = n_rules + 1 (the last xfer is stop).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import NamedTuple
 
@@ -28,50 +27,11 @@ import sonnet as snt
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from worldmodel.configs import MDNRNNConfig
+
 tfd = tfp.distributions
 
 _LOG_SIGMA_MIN, _LOG_SIGMA_MAX = -7.0, 2.0
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MDNRNNConfig:
-    """Hyper-parameters of MDNRNN.
-
-    Attributes:
-        n_rules: rules of the rule set (R = n_rules + 1 xfers).
-        latent_dim: Z, V's latent size.
-        hidden: H, LSTM units (also the width of the reward/done/mask MLP).
-        mixtures: K, Gaussian components of p(z_{t+1}).
-        tau: default temperature (mixture logits / tau, sigmas * sqrt(tau)).
-        reward_scale: reward units per unit of the reward head; the reward loss is the
-            MSE in these units, so that it weighs like the other terms whatever the
-            cost model's reward magnitudes. 0: train_mdnrnn sets it to the training
-            rewards' standard deviation (a model built with 0 uses 1).
-        reward_weight / done_weight / mask_weight: loss weights of the heads (the
-            next-z term has weight 1 and is in nats per latent dimension).
-    """
-
-    n_rules: int
-    latent_dim: int = 32
-    hidden: int = 256
-    mixtures: int = 5
-    tau: float = 1.0
-    reward_scale: float = 0.0
-    reward_weight: float = 1.0
-    done_weight: float = 1.0
-    mask_weight: float = 1.0
-
-    def __post_init__(self):
-        for name in ("n_rules", "latent_dim", "hidden", "mixtures"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"MDNRNNConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.tau <= 0:
-            raise ValueError(f"MDNRNNConfig.tau must be > 0, got {self.tau}")
-        if self.reward_scale < 0:
-            raise ValueError(f"MDNRNNConfig.reward_scale must be >= 0 (0: set from data), got {self.reward_scale}")
-        for name in ("reward_weight", "done_weight", "mask_weight"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"MDNRNNConfig.{name} must be >= 0, got {getattr(self, name)}")
 
 
 class MDNOutput(NamedTuple):

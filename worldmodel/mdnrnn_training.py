@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from taso_env.run_folder import RunFolder
 from worldmodel import checkpoints, evaluation, summaries
+from worldmodel.configs import MDNRNNTrainConfig
 from worldmodel.dataset import DataConfig, EncodedEpisodes, EpisodeSet, encode_observations, load_splits
 from worldmodel.mdnrnn import MDNRNN, MDNRNNConfig
 from worldmodel.tf_utils import TracedFunction, train_step_fn
@@ -30,36 +31,6 @@ from worldmodel.training_loop import open_session, run_loop
 from worldmodel.vae_training import make_encode_decode
 
 SEQUENCE_FIELDS = ("z", "actions", "next_z", "rewards", "dones", "next_masks", "mask")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MDNRNNTrainConfig:
-    """How M is trained.
-
-    Attributes:
-        steps: total optimiser steps (a rerun continues up to this number).
-        batch_size: episodes per step (each a whole, padded episode).
-        learning_rate: Adam's initial step size, cosine-decayed to 5% at `steps`.
-        max_grad_norm: global gradient-norm clip.
-        log_every / eval_every / save_every: gates of the loop, in steps.
-        seed: batch order and z draws.
-    """
-
-    steps: int = 3000
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    max_grad_norm: float = 10.0
-    log_every: int = 50
-    eval_every: int = 500
-    save_every: int = 500
-    seed: int = 0
-
-    def __post_init__(self):
-        for name in ("steps", "batch_size", "log_every", "eval_every", "save_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"MDNRNNTrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.learning_rate <= 0 or self.max_grad_norm <= 0:
-            raise ValueError("MDNRNNTrainConfig.learning_rate and max_grad_norm must be > 0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,6 @@ latent histograms and a predicted-vs-true cost-ratio plot every eval_every steps
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -20,43 +19,12 @@ import tensorflow as tf
 from taso_env.env.features import NUM_OP_TYPES
 from taso_env.run_folder import RunFolder
 from worldmodel import checkpoints, evaluation, summaries
+from worldmodel.configs import VAETrainConfig
 from worldmodel.dataset import DataConfig, EpisodeSet, check_rule_count, load_splits
 from worldmodel.graph_vae import GraphVAE, GraphVAEConfig
 from worldmodel.graphs_tuple import graphs_tuple_signature, to_graphs_tuple
 from worldmodel.tf_utils import TracedFunction, train_step_fn
 from worldmodel.training_loop import open_session, run_loop
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class VAETrainConfig:
-    """How V is trained.
-
-    Attributes:
-        steps: total optimiser steps (a rerun continues up to this number).
-        batch_size: graphs per step.
-        learning_rate: Adam's initial step size, cosine-decayed to 5% at `steps`.
-        max_grad_norm: global gradient-norm clip.
-        log_every / eval_every / save_every: gates of the loop, in steps.
-        eval_observations: held-out observations evaluated (a fixed random subset).
-        seed: batch order and z noise.
-    """
-
-    steps: int = 2000
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    max_grad_norm: float = 100.0
-    log_every: int = 50
-    eval_every: int = 500
-    save_every: int = 500
-    eval_observations: int = 4000
-    seed: int = 0
-
-    def __post_init__(self):
-        for name in ("steps", "batch_size", "log_every", "eval_every", "save_every", "eval_observations"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"VAETrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.learning_rate <= 0 or self.max_grad_norm <= 0:
-            raise ValueError("VAETrainConfig.learning_rate and max_grad_norm must be > 0")
 
 
 def target_signature(n_actions: int) -> dict[str, tf.TensorSpec]:

@@ -21,7 +21,7 @@ USES_TENSORFLOW = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from controller.training import ControllerTrainConfig
+    from controller.configs import ControllerTrainConfig
 
     parser.add_argument("--run", required=True, help="run folder, e.g. runs/demo")
     parser.add_argument("--restart", action="store_true", help="delete the controller's checkpoints and logs first")
@@ -33,8 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.configs import ControllerTrainConfig
     from controller.iterative import iterate
-    from controller.training import ControllerTrainConfig, train_controller
+    from controller.training import train_controller
 
     config = config_from_args(ControllerTrainConfig, args, flatten=True)
     if args.iterations > 1:

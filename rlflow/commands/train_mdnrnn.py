@@ -19,8 +19,7 @@ USES_TENSORFLOW = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worldmodel.mdnrnn import MDNRNNConfig
-    from worldmodel.mdnrnn_training import MDNRNNTrainConfig
+    from worldmodel.configs import MDNRNNConfig, MDNRNNTrainConfig
 
     parser.add_argument("--run", required=True, help="run folder holding rollouts.h5 and a trained vae/")
     parser.add_argument("--restart", action="store_true", help="delete M's checkpoints and logs first")
@@ -31,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from taso_env.engine.report import markdown_table
     from worldmodel.checkpoints import VAE_DIR, load_stage_config
-    from worldmodel.mdnrnn import MDNRNNConfig
-    from worldmodel.mdnrnn_training import MDNRNNTrainConfig, train_mdnrnn
+    from worldmodel.configs import MDNRNNConfig, MDNRNNTrainConfig
+    from worldmodel.mdnrnn_training import train_mdnrnn
 
     vae = load_stage_config(os.fspath(args.run), VAE_DIR)["model"]
     model = config_from_args(MDNRNNConfig, args, n_rules=vae["n_rules"], latent_dim=vae["latent_dim"])

@@ -19,7 +19,7 @@ USES_TENSORFLOW = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from controller.model_free import ModelFreeConfig
+    from controller.configs import ModelFreeConfig
 
     parser.add_argument("--run", required=True, help="run folder, e.g. runs/demo")
     parser.add_argument("--restart", action="store_true", help="delete the agent's checkpoints and logs first")
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.model_free import ModelFreeConfig
+    from controller.configs import ModelFreeConfig
     from controller.model_free_training import train_model_free
 
     result = train_model_free(args.run, config_from_args(ModelFreeConfig, args), restart=args.restart)

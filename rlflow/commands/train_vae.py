@@ -20,9 +20,7 @@ USES_TENSORFLOW = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worldmodel.dataset import DataConfig
-    from worldmodel.graph_vae import GraphVAEConfig
-    from worldmodel.vae_training import VAETrainConfig
+    from worldmodel.configs import DataConfig, GraphVAEConfig, VAETrainConfig
 
     parser.add_argument("--run", required=True, help="run folder holding rollouts.h5")
     parser.add_argument("--restart", action="store_true", help="delete V's checkpoints and logs first")
@@ -35,9 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from taso_env.engine.report import markdown_table
     from taso_env.env.rollouts import RolloutReader
     from taso_env.run_folder import RunFolder
-    from worldmodel.dataset import DataConfig
-    from worldmodel.graph_vae import GraphVAEConfig
-    from worldmodel.vae_training import VAETrainConfig, train_vae
+    from worldmodel.configs import DataConfig, GraphVAEConfig, VAETrainConfig
+    from worldmodel.vae_training import train_vae
 
     n_rules = RolloutReader(RunFolder(args.run).rollouts_path).meta.n_rules
     result = train_vae(os.fspath(args.run), config_from_args(GraphVAEConfig, args, n_rules=n_rules),
