@@ -72,7 +72,43 @@ TRANSFORMERS = {
                                                          "encoder_attention_heads": 4, "decoder_attention_heads": 4,
                                                          "encoder_ffn_dim": 1024, "decoder_ffn_dim": 1024,
                                                          "vocab_size": 1000}),
+    # families no shipped file covers, small, for checking the importer on exports it was
+    # not built on (docs/measured/2026-11-28_unseen_exports.md)
+    "opt_small": ("OPTModel", "OPTConfig", 128, {"hidden_size": 256, "ffn_dim": 1024, "num_hidden_layers": 2,
+                                                 "num_attention_heads": 4, "vocab_size": 1000,
+                                                 "word_embed_proj_dim": 256}),
+    "bloom_small": ("BloomModel", "BloomConfig", 128, {"hidden_size": 256, "n_layer": 2, "n_head": 4,
+                                                       "vocab_size": 1000}),
+    "gpt_neo_small": ("GPTNeoModel", "GPTNeoConfig", 128, {"hidden_size": 256, "num_layers": 2, "num_heads": 4,
+                                                           "attention_types": [[["global", "local"], 1]],
+                                                           "vocab_size": 1000}),
+    "mistral_small": ("MistralModel", "MistralConfig", 128, {**_SMALL, "num_key_value_heads": 2,
+                                                             "intermediate_size": 688}),
+    "phi_small": ("PhiModel", "PhiConfig", 128, _SMALL),
+    "qwen3_small": ("Qwen3Model", "Qwen3Config", 128, {**_SMALL, "num_key_value_heads": 2, "head_dim": 64,
+                                                       "intermediate_size": 688}),
+    "xlm_roberta_small": ("XLMRobertaModel", "XLMRobertaConfig", 128, _SMALL),
+    "convbert_small": ("ConvBertModel", "ConvBertConfig", 128, {**_SMALL, "embedding_size": 256}),
+    "mobilebert_small": ("MobileBertModel", "MobileBertConfig", 128, {"num_hidden_layers": 2, "vocab_size": 1000}),
+    "megatron_bert_small": ("MegatronBertModel", "MegatronBertConfig", 128, _SMALL),
+    "roformer_small": ("RoFormerModel", "RoFormerConfig", 128, {**_SMALL, "embedding_size": 256}),
+    "vit_hf_small": ("ViTModel", "ViTConfig", "image", {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
+    "deit_small": ("DeiTModel", "DeiTConfig", "image", {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
+    "beit_small": ("BeitModel", "BeitConfig", "image", {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
+    "dinov2_small": ("Dinov2Model", "Dinov2Config", "image", {**{k: v for k, v in _SMALL.items() if k != "vocab_size"},
+                                                               "image_size": 224}),
+    "clip_vision_small": ("CLIPVisionModel", "CLIPVisionConfig", "image",
+                          {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
+    "convnextv2_tiny": ("ConvNextV2Model", "ConvNextV2Config", "image", {}),
+    "swin_hf_tiny": ("SwinModel", "SwinConfig", "image", {}),
+    "resnet_hf": ("ResNetModel", "ResNetConfig", "image", {}),
+    "segformer_b0": ("SegformerModel", "SegformerConfig", "image", {}),
+    "hubert_small": ("HubertModel", "HubertConfig", "audio", {**_SMALL, "vocab_size": 32}),
 }
+
+#: transformers 5 families whose forward reads its own ModelOutput (with return_dict off it
+#: fails: "'tuple' object has no attribute 'last_hidden_state'")
+NEEDS_MODEL_OUTPUT = {"opt_small", "dinov2_small", "swin_hf_tiny", "convnextv2_tiny", "hubert_small"}
 
 #: torchvision models beyond classification, by task: segmentation (the main output,
 #: out["out"], of a 224x224 image) and video classification (8 frames of 112x112).
@@ -153,15 +189,19 @@ def make_transformer(name: str):
     base, _, attention = name.partition("@")
     cls_name, config_cls, seq, overrides = TRANSFORMERS[base]
     config = getattr(transformers, config_cls)(**overrides)
-    # (transformers 5's encoder-decoders need their ModelOutput: their first output is taken below)
-    config.return_dict = seq == "seq2seq"
+    # (transformers 5's encoder-decoders, and the families of NEEDS_MODEL_OUTPUT, need their
+    # ModelOutput: its first field, last_hidden_state, is what is exported)
+    config.return_dict = seq == "seq2seq" or base in NEEDS_MODEL_OUTPUT
     config.use_cache = False  # a KV cache output does not export (GPT-2)
     cls = getattr(transformers, cls_name)
     model = cls._from_config(config, attn_implementation=attention or "eager").eval()
     add_noise(model)
+    if config.return_dict:
+        model = MainOutput(model, key=0).eval()
     g = torch.Generator().manual_seed(1)
     if seq == "image":
-        size = config.image_size if isinstance(config.image_size, int) else 224
+        size = getattr(config, "image_size", 224)
+        size = size if isinstance(size, int) else 224
         return model, {"pixel_values": torch.randn(1, 3, size, size, generator=g)}
     if seq == "audio":
         return model, {"input_values": torch.randn(1, 16000, generator=g)}
@@ -170,7 +210,7 @@ def make_transformer(name: str):
         inputs = {"input_ids": torch.randint(0, vocab, (1, 64), generator=g),
                   "attention_mask": torch.ones(1, 64, dtype=torch.long),
                   "decoder_input_ids": torch.randint(0, vocab, (1, 16), generator=g)}
-        return MainOutput(model, key=0).eval(), inputs
+        return model, inputs
     return model, {"input_ids": torch.randint(0, vocab, (1, seq), generator=g),
                    "attention_mask": torch.ones(1, seq, dtype=torch.long)}
 
