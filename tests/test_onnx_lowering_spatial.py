@@ -1,8 +1,11 @@
 """Spatial ONNX ops lowered at import (taso_env/onnx/lowering_spatial.py): 1-D Conv as a
-unit-height 2-D Conv, InstanceNormalization as reductions and arithmetic, Resize as
-MatMuls with interpolation matrices. Each loads with no opaque op and computes what
-onnxruntime computes on the original node, over the configurations real exports use;
-what is not covered (3-D kernels, cubic resizing) loads as opaque ops, never an error."""
+unit-height 2-D Conv, 3-D Conv as a sum over its temporal taps of 2-D Convs on frames
+folded into the batch, GlobalAveragePool of rank 3 or 5 as a ReduceMean,
+InstanceNormalization as reductions and arithmetic, Resize as MatMuls with
+interpolation matrices. Each loads with no opaque op and computes what onnxruntime
+computes on the original node, over the configurations real exports use; what is not
+covered (3-D pooling windows, auto_pad on a 3-D kernel, cubic resizing) loads as opaque
+ops, never an error."""
 
 import numpy as np
 import onnx
@@ -62,6 +65,40 @@ def test_a_1d_conv_loads_as_a_unit_height_2d_conv(attrs, bias):
     assert _op_types(g).count("Conv2D") == 1 and "Reshape" in _op_types(g)
 
 
+@pytest.mark.parametrize("kernel, attrs, bias", [
+    ((3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}, False),                              # r3d_18's blocks
+    ((3, 7, 7), {"strides": [1, 2, 2], "pads": [1, 3, 3, 1, 3, 3]}, True),           # the stem
+    ((1, 3, 3), {"pads": [0, 1, 1, 0, 1, 1]}, True),                                 # mc3 / (2+1)D spatial
+    ((3, 1, 1), {"strides": [2, 1, 1], "pads": [1, 0, 0, 1, 0, 0]}, False),          # (2+1)D temporal, stride 2
+    ((1, 1, 1), {"strides": [2, 2, 2]}, True),                                       # downsampling shortcut
+    ((2, 3, 3), {"dilations": [2, 1, 2], "pads": [0, 1, 2, 3, 1, 2], "group": 2}, True),  # asymmetric, grouped
+])
+def test_a_3d_conv_loads_as_2d_convs_over_its_temporal_taps(kernel, attrs, bias):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 7, 9, 10)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // attrs.get("group", 1), *kernel)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w")] + ([numpy_helper.from_array(rng.standard_normal(6).astype(np.float32),
+                                                                          "b")] if bias else [])
+    node = helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["y"], **attrs)
+    unshaped = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    probe = onnx.shape_inference.infer_shapes(_model([node], [_value("x", x.shape)], [unshaped], inits))
+    out_shape = [d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim]
+    # atol: outputs reach ~30 (sums of up to 588 products), summed tap by tap here
+    g = _computes_what_onnxruntime_does(_model([node], [_value("x", x.shape)], [_value("y", out_shape)], inits),
+                                        {"x": x}, rtol=1e-5, atol=1e-4)
+    assert _op_types(g).count("Conv2D") == kernel[0]
+    assert ("Pad" in _op_types(g)) == bool(attrs.get("pads", [0])[0] or attrs.get("pads", [0] * 6)[3])
+
+
+@pytest.mark.parametrize("shape", [(1, 6, 50), (2, 3, 4, 5, 6)])
+def test_global_average_pool_of_other_ranks_loads_as_a_reduce_mean(shape):
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    out = shape[:2] + (1,) * (len(shape) - 2)
+    g = _computes_what_onnxruntime_does(_model([helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+                                               [_value("x", shape)], [_value("y", out)]), {"x": x})
+    assert _op_types(g) == ["ReduceMean"]
+
+
 @pytest.mark.parametrize("shape", [(1, 6, 50), (2, 3, 5, 7)])
 def test_instance_normalization_loads_as_reductions_and_arithmetic(shape):
     rng = np.random.default_rng(1)
@@ -119,13 +156,13 @@ def test_interpolation_rows_sum_to_one_and_read_at_most_two_neighbours():
 
 def test_uncovered_spatial_ops_load_as_opaque_ops():
     kernel = numpy_helper.from_array(np.ones((3, 2, 3, 3, 3), np.float32), "w")
-    conv3d = _model([helper.make_node("Conv", ["x", "w"], ["y"])], [_value("x", (1, 2, 4, 5, 5))],
-                    [_value("y", (1, 3, 2, 3, 3))], [kernel])
-    pool3d = _model([helper.make_node("GlobalAveragePool", ["x"], ["y"])], [_value("x", (1, 2, 4, 5, 5))],
-                    [_value("y", (1, 2, 1, 1, 1))])
+    conv3d = _model([helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER")],
+                    [_value("x", (1, 2, 4, 5, 5))], [_value("y", (1, 3, 4, 5, 5))], [kernel])
+    pool3d = _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2])],
+                    [_value("x", (1, 2, 4, 5, 5))], [_value("y", (1, 2, 3, 4, 4))])
     cubic = _model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="cubic")],
                    [_value("x", (1, 1, 4, 4))], [_value("y", (1, 1, 8, 8))],
                    [numpy_helper.from_array(np.array([1, 1, 8, 8], np.int64), "sizes")])
-    for m, op in ((conv3d, b"Conv"), (pool3d, b"GlobalAveragePool"), (cubic, b"Resize")):
+    for m, op in ((conv3d, b"Conv"), (pool3d, b"MaxPool"), (cubic, b"Resize")):
         g = te.load_onnx(m)
         assert [o.attrs["onnx_op_type"] for o in g.ops if o.type == "Opaque"] == [op]

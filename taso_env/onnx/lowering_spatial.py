@@ -16,7 +16,18 @@ not at all, into ops it has, computing the same values:
   H between two Transposes. Exact for finite inputs (the other entries are zeros; an
   infinite input would make its row NaN).
 
-A configuration not covered (dynamic shapes, 3-D kernels, cubic resizing, scales
+- Conv of a 3-D volume ([N, C, T, H, W]; torchvision's video classifiers r3d_18,
+  mc3_18, r2plus1d_18): a sum over the kernel's kt temporal taps of 2-D Convs. The
+  volume is transposed to [N, T, C, H, W] (and zero-padded along T by the temporal
+  pads); tap i reads frames t * stride + i * dilation (a Gather along T, left out where
+  it takes every frame), folded into the batch ([N * T', C, H, W]), and convolves them
+  with the kernel's slice i (a Gather of the weight, free: computed from weights only),
+  with the spatial strides, pads, dilations and groups; the bias goes to tap 0. The sum
+  is unfolded back to [N, O, T', H', W'].
+- GlobalAveragePool of a tensor of rank other than 4 (the core's is 2-D): ReduceMean over
+  the spatial axes, keeping them.
+
+A configuration not covered (dynamic shapes, 3-D pooling windows, cubic resizing, scales
 computed at run time, ...) is left as it is and loads as an opaque op.
 """
 
@@ -51,6 +62,55 @@ def _conv_1d(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] 
     weight = maker.reshape(w, [out_channels, per_group, 1, kernel])
     conv = maker.node("Conv", [signal, weight, *n.input[2:]], **attrs)
     return maker.finish(maker.reshape(conv, list(out_shape)), n.name)
+
+
+def _conv_3d(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    x, w, y = n.input[0], n.input[1], n.output[0]
+    if types.get(x) not in FLOATS or x not in shapes or w not in shapes or y not in shapes:
+        return None
+    if len(shapes[x]) != 5 or len(shapes[w]) != 5 or len(shapes[y]) != 5:
+        return None
+    a = attributes(n)
+    if text(a.get("auto_pad"), "NOTSET") != "NOTSET":
+        return None
+    (batch, channels, frames, height, width), (out_channels, per_group, taps, kh, kw) = shapes[x], shapes[w]
+    _, _, out_frames, out_height, out_width = shapes[y]
+    st, sh, sw = a.get("strides", [1, 1, 1])
+    dt, dh, dw = a.get("dilations", [1, 1, 1])
+    pt0, ph0, pw0, pt1, ph1, pw1 = a.get("pads", [0] * 6)
+    maker = NodeMaker(y, constants, added, opset)
+    volume = maker.transpose(x, [0, 2, 1, 3, 4])  # [N, T, C, H, W]
+    if pt0 or pt1:
+        pads = [0, pt0, 0, 0, 0, 0, pt1, 0, 0, 0]
+        volume = (maker.node("Pad", [volume], pads=pads) if opset < 11 else
+                  maker.node("Pad", [volume, maker.constant("pads", np.asarray(pads, dtype=np.int64))]))
+    padded_frames = frames + pt0 + pt1
+    conv_attrs = {"strides": [sh, sw], "dilations": [dh, dw], "pads": [ph0, pw0, ph1, pw1],
+                  "group": int(a.get("group", 1)), "kernel_shape": [kh, kw]}
+    total = None
+    for tap in range(taps):
+        picked = [t * st + tap * dt for t in range(out_frames)]
+        if picked[-1] >= padded_frames:
+            return None
+        tap_frames = volume if picked == list(range(padded_frames)) else maker.node(
+            "Gather", [volume, maker.constant("frames", np.asarray(picked, dtype=np.int64))], axis=1)
+        images = maker.reshape(tap_frames, [batch * out_frames, channels, height, width])
+        kernel = maker.reshape(w, [out_channels, per_group, kh, kw]) if taps == 1 else maker.node(
+            "Gather", [w, maker.constant("tap", np.asarray(tap, dtype=np.int64))], axis=2)
+        bias = list(n.input[2:3]) if tap == 0 and len(n.input) > 2 and n.input[2] else []
+        conv = maker.node("Conv", [images, kernel, *bias], **conv_attrs)
+        total = conv if total is None else maker.node("Add", [total, conv])
+    unfolded = maker.reshape(total, [batch, out_frames, out_channels, out_height, out_width])
+    return maker.finish(maker.transpose(unfolded, [0, 2, 1, 3, 4]), n.name)
+
+
+def _global_average_pool(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
+    x, y = n.input[0], n.output[0]
+    rank = len(shapes.get(x, ()))
+    if types.get(x) not in FLOATS or rank < 3 or rank == 4:
+        return None
+    maker = NodeMaker(y, constants, added, opset)
+    return maker.finish(maker.reduce("ReduceMean", x, range(2, rank), keepdims=1), n.name)
 
 
 def _instance_norm(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
@@ -153,10 +213,12 @@ def _resize(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] |
 
 
 def lower_conv(n, constants, shapes, types, opset, added) -> list[onnx.NodeProto] | None:
-    """Conv: the 1-D ones (the core's 2-D Conv takes the others)."""
-    x = n.input[0]
-    return _conv_1d(n, constants, shapes, types, opset, added) if len(shapes.get(x, ())) == 3 else None
+    """Conv: the 1-D and 3-D ones (the core's 2-D Conv takes the others)."""
+    rank = len(shapes.get(n.input[0], ()))
+    lowering = {3: _conv_1d, 5: _conv_3d}.get(rank)
+    return lowering(n, constants, shapes, types, opset, added) if lowering else None
 
 
 #: op type -> lowering (the signature of lowering.py's arithmetic ones)
-SPATIAL = {"Conv": lower_conv, "InstanceNormalization": _instance_norm, "Resize": _resize}
+SPATIAL = {"Conv": lower_conv, "GlobalAveragePool": _global_average_pool, "InstanceNormalization": _instance_norm,
+           "Resize": _resize}
