@@ -2,9 +2,10 @@
 exports of other torchvision classifiers, segmentation and video models and Hugging Face
 text, image and audio encoders (benchmarks/export_zoo.py, see data/models/README.md). Each
 loads with no opaque op (RoBERTa and MPNet: only their position-id preprocessing, computed
-from the input ids), computes what onnxruntime computes on the file itself, and its greedy-optimised graph still does. distilbert_dynamic is the
-TorchScript export with symbolic batch and sequence dims (as user scripts and optimum
-make them): it loads once they are given, its Shape arithmetic folded away."""
+from the input ids), computes what onnxruntime computes on the file itself, and its
+greedy-optimised graph still does. distilbert_dynamic is the TorchScript export with
+symbolic batch and sequence dims (as user scripts and optimum make them): it loads once
+they are given, its Shape arithmetic folded away."""
 
 import collections
 import subprocess
