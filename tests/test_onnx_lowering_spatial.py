@@ -38,6 +38,18 @@ def _computes_what_onnxruntime_does(model, feeds, rtol=1e-5, atol=1e-6) -> te.Gr
     return g
 
 
+def _conv_computes_what_onnxruntime_does(x, w, b, attrs, atol) -> te.Graph:
+    """One ONNX Conv of x by weight w (and bias b, if given), its output shape from ONNX
+    shape inference, loaded and checked against onnxruntime."""
+    inits = [numpy_helper.from_array(w, "w")] + ([numpy_helper.from_array(b, "b")] if b is not None else [])
+    node = helper.make_node("Conv", ["x", "w", "b"] if b is not None else ["x", "w"], ["y"], **attrs)
+    unshaped = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    probe = onnx.shape_inference.infer_shapes(_model([node], [_value("x", x.shape)], [unshaped], inits))
+    out_shape = [d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim]
+    return _computes_what_onnxruntime_does(_model([node], [_value("x", x.shape)], [_value("y", out_shape)], inits),
+                                           {"x": x}, rtol=1e-5, atol=atol)
+
+
 def _op_types(g):
     return [o.type for o in g.ops if o.type not in ("Input", "Weight")]
 
@@ -54,14 +66,8 @@ def test_a_1d_conv_loads_as_a_unit_height_2d_conv(attrs, bias):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 8, 37)).astype(np.float32)
     w = rng.standard_normal((12, 8 // attrs.get("group", 1), 3)).astype(np.float32)
-    b = rng.standard_normal(12).astype(np.float32)
-    inits = [numpy_helper.from_array(w, "w")] + ([numpy_helper.from_array(b, "b")] if bias else [])
-    node = helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["y"], **attrs)
-    unshaped = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    probe = onnx.shape_inference.infer_shapes(_model([node], [_value("x", x.shape)], [unshaped], inits))
-    out_shape = [d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim]
-    g = _computes_what_onnxruntime_does(_model([node], [_value("x", x.shape)], [_value("y", out_shape)], inits),
-                                        {"x": x}, rtol=1e-5, atol=1e-5)
+    b = rng.standard_normal(12).astype(np.float32) if bias else None
+    g = _conv_computes_what_onnxruntime_does(x, w, b, attrs, atol=1e-5)
     assert _op_types(g).count("Conv2D") == 1 and "Reshape" in _op_types(g)
 
 
@@ -77,15 +83,9 @@ def test_a_3d_conv_loads_as_2d_convs_over_its_temporal_taps(kernel, attrs, bias)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 4, 7, 9, 10)).astype(np.float32)
     w = rng.standard_normal((6, 4 // attrs.get("group", 1), *kernel)).astype(np.float32)
-    inits = [numpy_helper.from_array(w, "w")] + ([numpy_helper.from_array(rng.standard_normal(6).astype(np.float32),
-                                                                          "b")] if bias else [])
-    node = helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["y"], **attrs)
-    unshaped = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    probe = onnx.shape_inference.infer_shapes(_model([node], [_value("x", x.shape)], [unshaped], inits))
-    out_shape = [d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim]
+    b = rng.standard_normal(6).astype(np.float32) if bias else None
     # atol: outputs reach ~30 (sums of up to 588 products), summed tap by tap here
-    g = _computes_what_onnxruntime_does(_model([node], [_value("x", x.shape)], [_value("y", out_shape)], inits),
-                                        {"x": x}, rtol=1e-5, atol=1e-4)
+    g = _conv_computes_what_onnxruntime_does(x, w, b, attrs, atol=1e-4)
     assert _op_types(g).count("Conv2D") == kernel[0]
     assert ("Pad" in _op_types(g)) == bool(attrs.get("pads", [0])[0] or attrs.get("pads", [0] * 6)[3])
 
