@@ -41,6 +41,7 @@ MODELS = {
 
 _SMALL = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
           "vocab_size": 1000}
+_SMALL_IMAGE = {k: v for k, v in _SMALL.items() if k != "vocab_size"}  # image encoders have no vocabulary
 
 #: Hugging Face models built from their default configuration (nothing downloaded):
 #: name -> (transformers model class, config class, sequence length, config overrides).
@@ -92,13 +93,11 @@ TRANSFORMERS = {
     "mobilebert_small": ("MobileBertModel", "MobileBertConfig", 128, {"num_hidden_layers": 2, "vocab_size": 1000}),
     "megatron_bert_small": ("MegatronBertModel", "MegatronBertConfig", 128, _SMALL),
     "roformer_small": ("RoFormerModel", "RoFormerConfig", 128, {**_SMALL, "embedding_size": 256}),
-    "vit_hf_small": ("ViTModel", "ViTConfig", "image", {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
-    "deit_small": ("DeiTModel", "DeiTConfig", "image", {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
-    "beit_small": ("BeitModel", "BeitConfig", "image", {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
-    "dinov2_small": ("Dinov2Model", "Dinov2Config", "image", {**{k: v for k, v in _SMALL.items() if k != "vocab_size"},
-                                                               "image_size": 224}),
-    "clip_vision_small": ("CLIPVisionModel", "CLIPVisionConfig", "image",
-                          {k: v for k, v in _SMALL.items() if k != "vocab_size"}),
+    "vit_hf_small": ("ViTModel", "ViTConfig", "image", _SMALL_IMAGE),
+    "deit_small": ("DeiTModel", "DeiTConfig", "image", _SMALL_IMAGE),
+    "beit_small": ("BeitModel", "BeitConfig", "image", _SMALL_IMAGE),
+    "dinov2_small": ("Dinov2Model", "Dinov2Config", "image", {**_SMALL_IMAGE, "image_size": 224}),
+    "clip_vision_small": ("CLIPVisionModel", "CLIPVisionConfig", "image", _SMALL_IMAGE),
     "convnextv2_tiny": ("ConvNextV2Model", "ConvNextV2Config", "image", {}),
     "swin_hf_tiny": ("SwinModel", "SwinConfig", "image", {}),
     "resnet_hf": ("ResNetModel", "ResNetConfig", "image", {}),

@@ -65,6 +65,8 @@ class MDNRNN(snt.Module):
             self._mdn = snt.Linear(k + 2 * k * z, name="mdn_head")
             self._features = snt.nets.MLP([config.hidden], activate_final=True, name="head_features")
             self._heads = snt.Linear(2 + self.n_actions, name="heads")
+        # the head MLP's one layer, whose w and b step() reads (no variable scan per call)
+        self._feature_layer = next(m for m in self._features.submodules if isinstance(m, snt.Linear))
         self._built = False  # whether the modules' variables exist (_build)
 
     def initial_state(self, batch_size: int) -> snt.LSTMState:
@@ -98,17 +100,10 @@ class MDNRNN(snt.Module):
         hidden = tf.sigmoid(o) * tf.tanh(cell)
         return hidden, snt.LSTMState(hidden=hidden, cell=cell)
 
-    @staticmethod
-    def _weights(module: snt.Module) -> tuple[tf.Variable, tf.Variable]:
-        """(w, b) of a one-layer module (snt.Linear, or the head MLP's single layer)."""
-        return (next(v for v in module.variables if v.shape.rank == 2),
-                next(v for v in module.variables if v.shape.rank == 1))
-
     def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
         """The head MLP (one ReLU layer) on [hidden, z, one_hot(action)]."""
-        w, b = self._weights(self._features)
-        h = self.config.hidden
-        return tf.nn.relu(tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action) + b)
+        w, h = self._feature_layer.w, self.config.hidden
+        return tf.nn.relu(tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action) + self._feature_layer.b)
 
     def _predict(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> MDNOutput:
         """Heads on flat [N, ...] tensors."""
@@ -133,8 +128,7 @@ class MDNRNN(snt.Module):
         self._build(z)
         hidden, _ = self._lstm_step(self._of_inputs(self._lstm.input_to_hidden, z, action), state)
         features = self._head_features(hidden, z, action)
-        w, b = self._weights(self._heads)
-        return (tf.linalg.matvec(features, w[:, 0]) + b[0]) * self._reward_scale
+        return (tf.linalg.matvec(features, self._heads.w[:, 0]) + self._heads.b[0]) * self._reward_scale
 
     def __call__(self, z_seq: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor | None = None) -> MDNOutput:
         """Whole episodes from their start: z_seq [B, T, Z], actions [B, T] int32,
