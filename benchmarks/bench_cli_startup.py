@@ -6,7 +6,8 @@
 Per command (default: all of rlflow.cli.COMMANDS): the median wall time of `--repeats`
 fresh processes running `rlflow <command> --help` (the installed console script), and,
 in one more process, whether building that command's parser imported TensorFlow.
-Prints one JSON line and a markdown table.
+Both run outside the source tree (in the temporary folder), so that they time the
+installed package. Prints one JSON line and a markdown table.
 """
 
 import argparse
@@ -14,6 +15,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -33,15 +35,15 @@ def main() -> None:
     parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=list(COMMANDS))
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    rows = []
+    rows, outside = [], tempfile.gettempdir()
     for command in args.commands:
         seconds = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            subprocess.run(["rlflow", command, "--help"], capture_output=True, check=True, timeout=300)
+            subprocess.run(["rlflow", command, "--help"], capture_output=True, check=True, timeout=300, cwd=outside)
             seconds.append(time.perf_counter() - start)
         probe = subprocess.run([sys.executable, "-c", _PROBE, command], capture_output=True, text=True, check=True,
-                               timeout=300)
+                               timeout=300, cwd=outside)
         rows.append({"command": command, "help_s": statistics.median(seconds), "min_s": min(seconds),
                      "imports_tensorflow": probe.stdout.strip() == "True"})
     emit("cli_startup", rows, ["command", "help_s", "min_s", "imports_tensorflow"], repeats=args.repeats)
