@@ -14,8 +14,8 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 // Cold-minus-hot time of one GEMV (weight MiB, extra us), measured on the H100 with the
 // weight evicted from L2 between runs against it kept hot
-// (docs/measured/2026-11-27_h100_s18_gemm_weight_in_l2_and_nasrnn_kernels.json; nasrnn's
-// GEMVs per step, docs/measured/2026-11-27_h100_s19_nasrnn_kernels_per_step.json, run
+// (docs/measured/2026-11-27_h100_gemm_weight_in_l2.json; nasrnn's
+// GEMVs per step, docs/measured/2026-11-27_h100_nasrnn_kernels_per_step.json, run
 // that much slower once its weights pass kMissFromBytes). Sorted by size.
 constexpr double kColdExtra[][2] = {{1.0, 0.41}, {2.25, 1.25}, {3.0, 0.82},
                                     {6.75, 1.51}, {8.0, 1.64}, {9.0, 1.94}};

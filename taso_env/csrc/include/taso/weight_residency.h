@@ -7,8 +7,8 @@
 // bytes that such GEMMs read per run pass about half the L2 (25 MiB: each of the two L2
 // partitions holds 25 MB), and every such GEMV then takes longer by what reading its
 // weight from memory costs (docs/gpu.md, "Per kernel, the error is L2 after all";
-// docs/measured/2026-11-27_h100_s18_gemm_weight_in_l2_and_nasrnn_kernels.json,
-// docs/measured/2026-11-27_h100_s19_nasrnn_kernels_per_step.json). Merging parallel
+// docs/measured/2026-11-27_h100_gemm_weight_in_l2.json,
+// docs/measured/2026-11-27_h100_nasrnn_kernels_per_step.json). Merging parallel
 // MatMuls folds a Concat of their weights into a new constant, so merges grow what a run
 // reads (nasrnn: 16 MiB, 20-63 MiB after random merges).
 //
