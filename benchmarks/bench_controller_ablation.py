@@ -2,7 +2,7 @@
 """What the trained world model adds to the controller: the same lookahead with a run's
 trained V and M against V and M of the same sizes left untrained (random weights).
 
-    python benchmarks/bench_controller_ablation.py --run runs/s9small \
+    python benchmarks/bench_controller_ablation.py --run runs/small \
         [--graphs nasrnn squeezenet1_1 ...] [--seeds 0 1 2] [--cost-model table:h100_fp32]
 
 Per graph: the speedup (estimated, the cost model's) of one deterministic episode of the

@@ -2,7 +2,7 @@
 """How much faster a trained controller optimises a graph than backtracking does, timed
 in interleaved pairs so that a drifting machine weighs on both alike.
 
-    python benchmarks/bench_controller_vs_backtracking.py --run runs/s22 \
+    python benchmarks/bench_controller_vs_backtracking.py --run runs/trained \
         [--graphs nasrnn bert_base ...] [--pairs 8] [--cost-model table:data/costs/h100_fp32.h5]
 
 Per graph, after one untimed episode: `--pairs` times one deterministic controller

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The GPU session of docs/tuning.md, one command on the H100 (via the device `run` tool):
+# The GPU run of docs/tuning.md, one command on the H100 (via the device `run` tool):
 # build, record the 4 graphs' tuning spaces, tune live, check reuse in a new process,
 # run the CUDA tests. Everything it makes goes under $OUT (at most 8 files).
 # Usage: [SKIP_TESTS=1] bash benchmarks/tune_h100.sh [skip-build]

@@ -3,8 +3,8 @@ location) candidates, guided by the world model and verified by the real engine.
 
 Where the learned terms are needed, V encodes the real graph (z = mu) and M starts from
 its initial state h0, as at an episode's start: M is asked where a rule leads from this
-graph, not from the episode's history (on run s10's ten evaluation graphs the same
-graphs as with M tracking every step of the episode, in about half the time). For every
+graph, not from the episode's history (on the ten evaluation graphs of 2026-11-26 the
+same graphs as with M tracking every step of the episode, in about half the time). For every
 candidate rewrite c = (rule a, location l) the real engine already gives its cost delta,
 i.e. its immediate reward r(c) exactly. Learned terms (M and the controller C):
 
@@ -50,8 +50,8 @@ visited. Among one rule's locations the learned terms are equal (M is conditione
 rule): the location is chosen by the real rewards — this scoring, not a separate head.
 
 `value_weight` is 0 by default: the value C learned in the dream, added to the scores,
-made the agent's choices worse, not better (run s6 of docs/learned_agents.md: nasrnn
-1.656 with it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
+made the agent's choices worse, not better (2026-11-26 evaluation: nasrnn 1.656 with
+it, 1.683 without; equal elsewhere), so what the agent learned and uses is M's
 two-step proposal. While some rewrite saves runtime the agent takes the best improving
 one (`improving_lookahead` can have it weigh their successors too); V and M are not run
 then.
@@ -123,7 +123,7 @@ class LookaheadConfig:
             the executor runs them (the H100 table's fused steps), t5_small_encoder's
             three-step valleys (commute, associate, fold two Muls) save 0.18% each and
             are not taken at 0.1; nor is nasrnn's reordering of its merges (2.057x
-            instead of greedy's 1.985x; docs/learned_agents.md, twelfth session).
+            instead of greedy's 1.985x; 2026-11-26 evaluation).
         expand: how many best-scored candidates are looked at one real rewrite further
             where `improving_lookahead` (or exploring) asks for them (0 = none).
         improving_lookahead: what is looked at further while some rewrite saves runtime
@@ -131,20 +131,20 @@ class LookaheadConfig:
             the `expand` best, only the best and the improving rewrites of some of its
             ops, none where it has no such rival: a rewrite of other ops is still there
             once the best is taken, so mostly only a rival the best would destroy can
-            win by its successor) or "best" (the `expand` best). "none" since the
-            seventeenth session: on the H100 table measured with pinned GEMMs "rivals"
+            win by its successor) or "best" (the `expand` best). "none" by default: on
+            the H100 table measured with pinned GEMMs "rivals"
             gave the same graph as "none" on all 46 graphs tried (every builder of the
             evaluation and every shipped ONNX model) and cost 5-55% more time (nasrnn
-            0.77 s against 0.34 s, bert_base 0.52 against 0.38; docs/learned_agents.md,
-            seventeenth session). On the fourteenth session's table "rivals" was worth
+            0.77 s against 0.34 s, bert_base 0.52 against 0.38; 2026-11-27). On the
+            2026-11-26 table "rivals" was worth
             it on inception_v3 (a two-way convolution merge, then another, over the
             three-way one: 1.2205x where greedy's choice ends at 1.2193x).
         detour_rules: rules with the largest positive two-step return M predicts whose
             non-improving candidates are also looked at one rewrite further (0 = none).
-            8 (6 before the tenth session): M ranks squeezenet1_1's enlargement 7th.
+            8: M ranks squeezenet1_1's enlargement 7th (6 missed it).
         detour_locations: of each such rule, the locations looked at (smallest loss first).
-            4: run s7's graphs are the same with 4 as with 8 (docs/learned_agents.md,
-            ninth session) for 40% fewer successors; with 2 nasrnn ends lower.
+            4: the ten evaluation graphs' results are the same with 4 as with 8
+            (2026-11-26) for 40% fewer successors; with 2 nasrnn ends lower.
         value_weight: weight of C's centred value of the successor in the scores.
         unlock_rules: next rules M tries after each rule for its two-step return.
         follow_detours: a looked-at detour that saves nothing and that, with its
@@ -153,17 +153,17 @@ class LookaheadConfig:
             successor is built and enumerated and the best rewrite's successor scored
             (0 = never). A break-even pair is what a three-step valley looks like.
         follow_max: at most this many such detours followed per look (the two-step
-            rewards closest to a gain first). 1 (2 before the fourteenth session): the
-            same graphs on run s12's eleven evaluation graphs, ~5% less time.
+            rewards closest to a gain first). 1: the same graphs as 2 on the eleven
+            evaluation graphs, ~5% less time.
         detours_at_optimum_only: detours (and their follows) are looked at only where no
             rewrite saves runtime, i.e. at a local optimum of the real rewards; elsewhere
-            only the `expand` best. On run s10's ten evaluation graphs the same graphs
-            as looking at detours at every step, in a third to a fifth of the time
-            (docs/learned_agents.md, eleventh session). Not when exploring.
+            only the `expand` best. On the ten evaluation graphs of 2026-11-26 the same
+            graphs as looking at detours at every step, in a third to a fifth of the
+            time. Not when exploring.
         detour_rounds: at a local optimum, when none of the `detour_rules` rules' detours
             pays, the next `detour_rules` rules in M's ranking are looked at, then the
             same rules' next `detour_locations` locations, for at most this many rounds.
-            2 (1 before the sixteenth session): on the H100 table measured with pinned
+            2, not 1: on the H100 table measured with pinned
             GEMMs, squeezenet1_1's enlargements that pay are not among the four smallest
             losses of the rule M ranks (1.1536x with a second round, greedy's 1.0236x
             without).
@@ -175,16 +175,15 @@ class LookaheadConfig:
             where the next block's valley would be: the last detour's first op plus the
             stride between the last two detours of that rule (op ids are a topological
             order), or, before a second, the period of the rule's locations
-            (`_block_period`). 16 (64 before the thirteenth session); at 8
+            (`_block_period`). 16: the same graphs as 64 in 10-40% less time; at 8
             t5_small_encoder stops short (its blocks are not evenly spaced in op ids).
             A repeat is a valley of the same depth as the last: its break-even locations
             are followed a rewrite further (`follow_detours`) only where the last detour
             paid only through its follow (t5_small_encoder's three-step valleys), not
             where it paid at once (nasrnn's two-step ones: 11 fewer enumerations an
-            episode, 61 + 32 -> 50 + 21 steps and successor calls, the same graph;
-            twenty-second session).
+            episode, 61 + 32 -> 50 + 21 steps and successor calls, the same graph).
         repeat_locations: how many of those are looked at before asking whether one pays.
-            1 (`detour_locations` before the fourteenth session): with the stride the
+            1, not `detour_locations`: with the stride the
             next block's valley is mostly the first looked at (bert_base: 1 successor
             per repeated valley instead of 8-12).
     (`gamma` and `unlock_rules` enter M's traced two-step function when it is first
