@@ -76,6 +76,11 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["numpy>=2.0", "onnx>=1.16", "tqdm>=4.66"],
-    extras_require={"ray": ["ray==2.60.0"]},  # --ray: collection and evaluation on a Ray cluster
+    extras_require={
+        "ray": ["ray==2.60.0"],  # --ray: collection and evaluation on a Ray cluster
+        # The engine and the Gymnasium env (rollout files included) without TensorFlow,
+        # for users who bring their own agent (stable-baselines3, CleanRL, RLlib).
+        "env": ["gymnasium>=1.4,<2", "h5py>=3.10,<3.15"],
+    },
     zip_safe=False,
 )

@@ -11,6 +11,7 @@ from taso_env.env import features
 from taso_env.env.episode import run_episode
 from taso_env.env.policies import GreedyPolicy, RandomPolicy
 from taso_env.env.rewrite_env import EnvConfig, FlatCandidateActions, GraphRewriteEnv, InvalidActionError
+from taso_env.errors import ConfigError
 
 
 @pytest.mark.parametrize("graph", ["squeezenet", "nasrnn", "data/models/resnet18.onnx",
@@ -173,7 +174,7 @@ def test_observation_describes_the_graph():
     env = GraphRewriteEnv("data/models/resnet18.onnx", horizon=5)
     obs, _ = env.reset(seed=0)
     g = env.graph
-    n, e = int(obs["n_node"]), int(obs["n_edge"])
+    n, e = features.count(obs, "n_node"), features.count(obs, "n_edge")
     assert n == len(g.ops) and e == sum(len(o.inputs) for o in g.ops)
     types = obs["nodes"][:n, : features.NUM_OP_TYPES].argmax(1)
     assert [features.OP_TYPES[t] for t in types] == [o.type for o in g.ops]
@@ -194,17 +195,80 @@ def test_observation_limit_truncates_instead_of_failing():
         EnvConfig(horizon=0)
 
 
-def test_flat_candidate_wrapper():
-    env = FlatCandidateActions(GraphRewriteEnv("squeezenet", horizon=5), max_candidates=64)
+def test_flat_candidate_wrapper_orders_by_cost_delta_and_maps_actions_to_the_env():
+    env = FlatCandidateActions(GraphRewriteEnv("nasrnn", horizon=5), max_candidates=64)
     obs, info = env.reset(seed=0)
-    assert info["action_mask"].shape == (65,) and info["action_mask"][-1]
-    k = int(np.flatnonzero(info["action_mask"][:-1])[0])
-    rule, _ = info["candidates"][k]
-    assert info["candidate_features"][k, 0] == rule
-    _, reward, terminated, _, info = env.step(k)
-    assert not info["invalid_action"]
+    base = env.unwrapped
+    mask = env.action_masks()
+    assert mask.shape == (65,) and mask[-1] and np.array_equal(mask, info["action_mask"])
+    offered = info["candidates"]
+    assert len(offered) == int(mask[:-1].sum()) == 64  # nasrnn offers more than 64
+    deltas = [base.candidates(r)[i].cost_delta for r, i in offered]
+    assert deltas == sorted(deltas)  # best estimated first
+    all_deltas = sorted(c.cost_delta for r in range(base.n_rules) for c in base.candidates(r))
+    assert deltas == all_deltas[:64]  # the 64 best of every offered candidate
+    # the candidates rows describe the actions: valid, delta (% of the start cost), rule, rank
+    rows = obs["candidates"]
+    assert rows.shape == (64, features.CANDIDATE_DIM) and env.observation_space.contains(obs)
+    np.testing.assert_allclose(rows[:, 1], np.clip([100 * d / info["initial_cost"] for d in deltas], -100, 100) / 10,
+                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(rows[:, 4], [r / base.n_rules for r, _ in offered], rtol=1e-6)
+    assert rows[:, 0].all() and (rows[:, 3] == (rows[:, 1] < 0)).all()
+    # action 0 is the hierarchical action it names
+    rule, location = offered[0]
+    expected_cost = info["cost"] + base.candidates(rule)[location].cost_delta
+    _, reward, terminated, _, info = env.step(0)
+    assert not info["invalid_action"] and info["cost"] == pytest.approx(expected_cost, rel=1e-9)
     _, _, terminated, _, _ = env.step(64)
     assert terminated
+
+
+def test_flat_wrapper_in_rule_order_keeps_the_env_order_and_counts_what_it_cuts():
+    base = GraphRewriteEnv("nasrnn", horizon=5, max_locations=8)
+    env = FlatCandidateActions(base, max_candidates=16, order="rule")
+    _, info = env.reset(seed=0)
+    assert info["candidates"] == sorted(info["candidates"])
+    inner_cut = info["num_candidates"] - int(info["location_mask"].sum() - 1)  # less stop
+    assert inner_cut > 0 and base._info()["candidates_dropped"] == inner_cut
+    assert info["candidates_dropped"] == info["num_candidates"] - 16
+
+
+def test_flat_wrapper_rejects_bad_settings_and_handles_invalid_actions():
+    with pytest.raises(ConfigError):
+        FlatCandidateActions(GraphRewriteEnv("squeezenet", horizon=5), max_candidates=0)
+    with pytest.raises(ConfigError):
+        FlatCandidateActions(GraphRewriteEnv("squeezenet", horizon=5), order="random")
+    env = FlatCandidateActions(GraphRewriteEnv("data/models/squeezenet1_1.onnx", horizon=5), max_candidates=600)
+    _, info = env.reset(seed=0)
+    unused = len(info["candidates"])
+    assert not env.action_masks()[unused]
+    _, reward, terminated, truncated, info = env.step(unused)
+    assert info["invalid_action"] and reward == -1.0 and not terminated
+
+
+def test_flat_wrapper_passes_gymnasium_check_and_records_its_arguments():
+    env = FlatCandidateActions(GraphRewriteEnv("nasrnn", horizon=6), max_candidates=32, order="rule")
+    check_env(env.unwrapped, skip_render_check=True)
+    check_env(env, skip_render_check=True)
+    spec_kwargs = env._saved_kwargs
+    assert spec_kwargs == {"max_candidates": 32, "order": "rule"}
+
+
+def test_default_horizon_lets_greedy_finish_on_nasrnn():
+    env = GraphRewriteEnv("nasrnn")
+    episode = run_episode(env, GreedyPolicy(env), seed=0, record=False)
+    assert episode.metrics["steps"] == 57  # 56 improving rewrites, then stop
+    assert episode.terminations[-1] and not episode.truncations[-1]
+
+
+def test_counts_have_shape_one_for_standard_rl_libraries():
+    env = GraphRewriteEnv("squeezenet", horizon=3)
+    obs, _ = env.reset(seed=0)
+    assert obs["n_node"].shape == (1,) and obs["n_edge"].shape == (1,)
+    assert features.count(obs, "n_node") == features.graph_size(env.graph)[0]
+    bad = dict(obs, n_node=np.array([1, 2], np.int32))
+    with pytest.raises(ValueError, match="n_node"):
+        features.check_observation(bad)
 
 
 def test_random_xfer_best_location_policy_takes_the_best_location_of_a_valid_xfer():

@@ -13,6 +13,7 @@ import tensorflow as tf
 import taso_env as te
 from taso_env.env.collection import CollectConfig, collect
 from taso_env.env.episode import run_episode
+from taso_env.env import features
 from taso_env.env.features import NUM_OP_TYPES
 from taso_env.env.policies import RandomPolicy
 from taso_env.env.rewrite_env import GraphRewriteEnv
@@ -73,11 +74,11 @@ def _copy_run(rollouts: str, tmp_path: Path) -> str:
 def test_batch_observations_drops_padding_and_offsets_indices(episodes):
     a, b = episodes[0].observations[0], episodes[1].observations[0]
     batch = batch_observations([a, b])
-    na, nb = int(a["n_node"]), int(b["n_node"])
+    na, nb = features.count(a, "n_node"), features.count(b, "n_node")
     assert batch["nodes"].shape[0] == na + nb < a["nodes"].shape[0] + b["nodes"].shape[0]
-    ea = int(a["n_edge"])
+    ea = features.count(a, "n_edge")
     np.testing.assert_array_equal(batch["senders"][:ea], a["senders"][:ea])
-    np.testing.assert_array_equal(batch["senders"][ea:], b["senders"][: int(b["n_edge"])] + na)
+    np.testing.assert_array_equal(batch["senders"][ea:], b["senders"][: features.count(b, "n_edge")] + na)
     assert to_graphs_tuple(batch).nodes.shape == (na + nb, a["nodes"].shape[1])
 
 
@@ -121,7 +122,7 @@ def test_padding_and_other_graphs_do_not_influence_the_embedding(episodes):
     obs = episodes[0].observations[0]
     mu, _ = vae.encode(to_graphs_tuple(batch_observations([obs])))
     garbage = {k: np.array(v, copy=True) for k, v in obs.items()}
-    n, e = int(obs["n_node"]), int(obs["n_edge"])
+    n, e = features.count(obs, "n_node"), features.count(obs, "n_edge")
     rng = np.random.default_rng(0)
     garbage["nodes"][n:] = rng.random(garbage["nodes"][n:].shape)
     garbage["edges"][e:] = rng.random(garbage["edges"][e:].shape)

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 from graph_nets import graphs
 
-from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
+from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM, count
 
 BATCH_FIELDS = ("nodes", "edges", "senders", "receivers", "globals", "n_node", "n_edge")
 
@@ -45,8 +45,8 @@ def batch_observations(observations: Sequence[Mapping[str, np.ndarray]]) -> dict
     """
     if not observations:
         raise ValueError("batch_observations needs at least one observation")
-    n_node = np.array([int(o["n_node"]) for o in observations], np.int32)
-    n_edge = np.array([int(o["n_edge"]) for o in observations], np.int32)
+    n_node = np.array([count(o, "n_node") for o in observations], np.int32)
+    n_edge = np.array([count(o, "n_edge") for o in observations], np.int32)
     offsets = np.concatenate([[0], np.cumsum(n_node)[:-1]]).astype(np.int32)
     senders, receivers = [], []
     for i, (o, n, e, off) in enumerate(zip(observations, n_node, n_edge, offsets)):
@@ -66,6 +66,14 @@ def batch_observations(observations: Sequence[Mapping[str, np.ndarray]]) -> dict
         "n_node": n_node,
         "n_edge": n_edge,
     }
+
+
+def placeholder_observation() -> dict[str, np.ndarray | int]:
+    """An observation of one node of zero features and no edges: what a model's
+    tf.functions are traced on before a real graph arrives (warming up an agent)."""
+    return {"nodes": np.zeros((1, NODE_DIM), np.float32), "edges": np.zeros((0, EDGE_DIM), np.float32),
+            "senders": np.zeros(0, np.int32), "receivers": np.zeros(0, np.int32),
+            "globals": np.zeros(GLOBAL_DIM, np.float32), "n_node": 1, "n_edge": 0}
 
 
 def check_batch(batch: Mapping[str, np.ndarray]) -> None:

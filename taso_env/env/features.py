@@ -19,11 +19,32 @@ lives in a fixed gymnasium space and batches stack):
     receivers  int32 [max_edges]   consumer op id of each edge (0 in padding)
     globals    float32 [GLOBAL_DIM]  current cost / initial cost, step / horizon,
                n_node / max_nodes
-    n_node     int32 []            number of real node rows
-    n_edge     int32 []            number of real edge rows
+    n_node     int32 [1]           number of real node rows
+    n_edge     int32 [1]           number of real edge rows
+
+`n_node` / `n_edge` have shape (1,), not (): standard RL libraries (stable-baselines3's
+checker and its Dict policies) index every observation field and reject 0-d ones. Read
+them with `count(obs, "n_node")`, which accepts either shape (stored rollouts and older
+callers hold plain scalars).
 
 Indices are absolute within one observation (graph_nets' convention for a single
 graph); batching offsets them (worldmodel.dataset does that).
+
+The flat-action form (`rewrite_env.FlatCandidateActions`) adds one field, so that a
+standard policy sees what each of its actions means:
+
+    candidates float32 [max_candidates, CANDIDATE_DIM]  row k describes flat action k
+               (the k-th candidate rewrite; rows past the offered candidates are zero).
+               Columns:
+                 0  1 if action k is a candidate rewrite (the action mask without stop)
+                 1  the candidate's estimated cost delta, % of the episode's initial
+                    cost, clipped to [-100, 100], / 10 (negative: the rewrite is faster)
+                 2  sign(d) * log1p(100 * |d|) / 10 for that delta d (% as above): tells
+                    apart the small deltas most rewrites have
+                 3  1 if the delta is below -1e-9 % (the rewrite is estimated faster)
+                 4  rule id / number of rules
+                 5  first matched op id / max_nodes (where in the graph)
+                 6  k / max_candidates (the rank in the offered order)
 """
 
 from __future__ import annotations
@@ -45,6 +66,7 @@ NODE_DIM = NUM_OP_TYPES + 3
 EDGE_DIM = 6
 GLOBAL_DIM = 3
 FIELDS = ("nodes", "edges", "senders", "receivers", "globals", "n_node", "n_edge")
+CANDIDATE_DIM = 7
 # Upper bound of every float feature (all are normalised well below it).
 FEATURE_MAX = 100.0
 
@@ -61,9 +83,36 @@ def observation_space(max_nodes: int, max_edges: int) -> spaces.Dict:
         "senders": spaces.Box(0, max(max_nodes - 1, 0), (max_edges,), np.int32),
         "receivers": spaces.Box(0, max(max_nodes - 1, 0), (max_edges,), np.int32),
         "globals": spaces.Box(0.0, FEATURE_MAX, (GLOBAL_DIM,), np.float32),
-        "n_node": spaces.Box(0, max_nodes, (), np.int32),
-        "n_edge": spaces.Box(0, max_edges, (), np.int32),
+        "n_node": spaces.Box(0, max_nodes, (1,), np.int32),
+        "n_edge": spaces.Box(0, max_edges, (1,), np.int32),
     })
+
+
+def candidate_space(max_candidates: int) -> spaces.Box:
+    """The gymnasium space of the flat form's `candidates` field."""
+    return spaces.Box(-FEATURE_MAX, FEATURE_MAX, (max_candidates, CANDIDATE_DIM), np.float32)
+
+
+def candidate_features(rule_ids: np.ndarray, first_ops: np.ndarray, cost_deltas: np.ndarray, *,
+                       initial_cost: float, n_rules: int, max_nodes: int, max_candidates: int) -> np.ndarray:
+    """The `candidates` field (see the module docstring) of K <= max_candidates offered
+    candidates, given in the flat action order: their rule ids, first matched op ids and
+    estimated cost deltas (ms)."""
+    k = len(rule_ids)
+    if k > max_candidates:
+        raise ValueError(f"{k} candidates for {max_candidates} rows")
+    out = np.zeros((max_candidates, CANDIDATE_DIM), np.float32)
+    if k == 0:
+        return out
+    pct = 100.0 * np.asarray(cost_deltas, np.float64) / initial_cost if initial_cost > 0 else np.zeros(k)
+    out[:k, 0] = 1.0
+    out[:k, 1] = np.clip(pct, -100.0, 100.0) / 10.0
+    out[:k, 2] = np.sign(pct) * np.log1p(100.0 * np.abs(pct)) / 10.0
+    out[:k, 3] = pct < -1e-9
+    out[:k, 4] = np.asarray(rule_ids, np.float64) / max(n_rules, 1)
+    out[:k, 5] = np.asarray(first_ops, np.float64) / max(max_nodes, 1)
+    out[:k, 6] = np.arange(k) / max_candidates
+    return out
 
 
 def graph_size(graph: Graph) -> tuple[int, int]:
@@ -101,7 +150,13 @@ def graph_features(graph: Graph, *, op_costs: np.ndarray, initial_cost: float, s
     globals_ = np.array([min(current / initial_cost, FEATURE_MAX) if initial_cost > 0 else 1.0,
                          step / max(horizon, 1), n / max_nodes], np.float32)
     return {"nodes": nodes, "edges": edges, "senders": snd, "receivers": rcv, "globals": globals_,
-            "n_node": np.array(n, np.int32), "n_edge": np.array(e, np.int32)}
+            "n_node": np.array([n], np.int32), "n_edge": np.array([e], np.int32)}
+
+
+def count(obs: Mapping[str, np.ndarray], name: str) -> int:
+    """`obs[name]` ("n_node" or "n_edge") as an int, whether it is stored with shape (1,)
+    (the env's observations) or as a scalar."""
+    return int(np.asarray(obs[name]).reshape(-1)[0])
 
 
 class LazyObservation(Mapping):
@@ -138,7 +193,10 @@ def check_observation(obs: Mapping[str, np.ndarray]) -> None:
     if node_dim != NODE_DIM or obs["edges"].shape[1] != EDGE_DIM:
         raise ValueError(f"nodes/edges have {node_dim}/{obs['edges'].shape[1]} columns, "
                          f"expected {NODE_DIM}/{EDGE_DIM}")
-    n, e = int(obs["n_node"]), int(obs["n_edge"])
+    for f in ("n_node", "n_edge"):
+        if np.asarray(obs[f]).size != 1:
+            raise ValueError(f"{f} must hold one count, got shape {np.asarray(obs[f]).shape}")
+    n, e = count(obs, "n_node"), count(obs, "n_edge")
     if not (0 <= n <= max_nodes and 0 <= e <= max_edges):
         raise ValueError(f"n_node {n} / n_edge {e} outside [0, {max_nodes}] / [0, {max_edges}]")
     for f in ("senders", "receivers"):

@@ -1,6 +1,6 @@
 """GraphRewriteEnv: graph rewriting as a Gymnasium environment.
 
-    env = gymnasium.make("taso_env/GraphRewrite-v0", graph="bert_base")
+    env = gymnasium.make("taso_env/GraphRewrite-v0", graph="nasrnn")
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(np.array([xfer, location]))
 
@@ -10,7 +10,9 @@
   location (op ids; at most `max_locations` per rule). A step enumerates the new graph's
   candidates only near the rewrite (`search.step`; the same list as a full enumeration).
   `info["xfer_mask"]` [n_rules + 1] and `info["location_mask"]` [n_rules + 1,
-  max_locations] say which actions are valid (stop always is).
+  max_locations] say which actions are valid (stop always is). A rule's candidates past
+  `max_locations` cannot be addressed: `info["candidates_dropped"]` counts them (0 when
+  nothing is cut; raise `max_locations` to offer them).
 - Invalid action (masked out): with `invalid_action="penalty"` (default) the graph is
   unchanged, the reward is `invalid_penalty`, `info["invalid_action"]` is True and the
   step counts toward the horizon; with `invalid_action="raise"` it raises
@@ -20,6 +22,11 @@
 - Episode end: terminated on stop or when no candidate is left; truncated at the
   horizon, or when a rewrite would exceed the observation's maxima
   (`info["truncated_reason"]`).
+
+`FlatCandidateActions` gives the same env one `Discrete` action per offered candidate
+(plus stop), an `action_masks()` method and a `candidates` observation field that says
+what each action means: the form standard RL libraries (stable-baselines3, sb3-contrib's
+MaskablePPO, CleanRL) train on. docs/env.md explains both forms for such a user.
 """
 
 from __future__ import annotations
@@ -53,10 +60,16 @@ class EnvConfig:
 
     Attributes:
         graphs: built-in network names or ONNX paths; reset samples one uniformly.
-        horizon: steps before truncation.
+        horizon: steps before truncation. The default, 400, lets greedy search run to
+            its end on every built-in and shipped graph (nasnet_a takes 384 improving
+            rewrites under the analytic H100 model, nasbench 146, nasrnn 56).
         max_nodes / max_edges: observation maxima (None: the largest start graph plus
-            room for `horizon` rewrites).
-        max_locations: candidates offered per rule.
+            room to grow, `min(4 * horizon, max(largest, 256))` nodes and
+            `min(6 * horizon, max(largest, 256))` edges; greedy grows a graph by at most
+            3.2 nodes and 3.6 edges a rewrite on the built-in graphs). A rewrite past
+            them truncates the episode (`info["truncated_reason"]`).
+        max_locations: candidates offered per rule (the rest are counted in
+            `info["candidates_dropped"]`).
         cost_model: "analytic[:profile]" (or a measured model when available).
         invalid_action: "penalty" or "raise".
         invalid_penalty: reward of an invalid action under "penalty".
@@ -66,7 +79,7 @@ class EnvConfig:
     """
 
     graphs: tuple[str, ...] = ("squeezenet",)
-    horizon: int = 50
+    horizon: int = 400
     max_nodes: int | None = None
     max_edges: int | None = None
     max_locations: int = 128
@@ -114,8 +127,9 @@ class GraphRewriteEnv(gymnasium.Env):
         self.cost_model = make_cost_model(config.cost_model)
         self._graphs = [load_graph(s, **config.graph_kwargs) for s in specs]
         sizes = [features.graph_size(g) for g in self._graphs]
-        self.max_nodes = config.max_nodes or max(n for n, _ in sizes) + 12 * config.horizon
-        self.max_edges = config.max_edges or max(e for _, e in sizes) + 24 * config.horizon
+        largest_n, largest_e = max(n for n, _ in sizes), max(e for _, e in sizes)
+        self.max_nodes = config.max_nodes or largest_n + min(4 * config.horizon, max(largest_n, 256))
+        self.max_edges = config.max_edges or largest_e + min(6 * config.horizon, max(largest_e, 256))
         for g, (n, e) in zip(self._graphs, sizes):
             if n > self.max_nodes or e > self.max_edges:
                 raise features.ObservationLimitError(
@@ -139,6 +153,7 @@ class GraphRewriteEnv(gymnasium.Env):
         self._cands = cands = enum.candidates
         self._by_rule: dict[int, list[Candidate]] = {}  # rules with candidates only
         self._index_by_rule: dict[int, range] = {}
+        self._dropped = 0  # candidates past max_locations
         rule_ids = [c.rule_id for c in cands]  # (sorted: an enumeration's candidates are by rule, then location)
         start = 0
         while start < len(rule_ids):
@@ -147,6 +162,7 @@ class GraphRewriteEnv(gymnasium.Env):
             kept = min(end, start + self.config.max_locations)
             self._by_rule[rule] = cands[start:kept]
             self._index_by_rule[rule] = range(start, kept)
+            self._dropped += end - kept
             start = end
         self._op_costs = enum.op_costs()  # enumerated under self.cost_model
         self._cost = float(self._op_costs.sum())
@@ -191,7 +207,8 @@ class GraphRewriteEnv(gymnasium.Env):
         xfer, loc = self._masks()
         return {"xfer_mask": xfer, "location_mask": loc, "cost": self._cost,
                 "initial_cost": self._initial_cost, "step": self._step, "graph": self.graph.name,
-                "num_candidates": len(self._cands), "invalid_action": False, **extra}
+                "num_candidates": len(self._cands), "candidates_dropped": self._dropped,
+                "invalid_action": False, **extra}
 
     def candidates(self, xfer: int) -> list[Candidate]:
         """The candidates `location` indexes for rule `xfer` in the current graph."""
@@ -254,38 +271,74 @@ class GraphRewriteEnv(gymnasium.Env):
         return self._observation(), float(reward), bool(terminated), bool(truncated), self._info(**extra)
 
 
-class FlatCandidateActions(gymnasium.Wrapper):
-    """Flat `Discrete(max_candidates + 1)` actions for agents that score candidates:
-    action i < max_candidates applies the i-th candidate of `info["candidates"]` (all
-    rules, each rule's sorted by location); action max_candidates is stop.
-    `info["action_mask"]` marks the valid ones; `info["candidate_features"]`
-    [max_candidates, 3] holds (rule id, cost delta as % of the initial cost, valid)."""
+class FlatCandidateActions(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
+    """One `Discrete` action per offered candidate rewrite, for standard RL libraries.
 
-    def __init__(self, env: GraphRewriteEnv, max_candidates: int = 512):
-        super().__init__(env)
-        self.max_candidates = max_candidates
+    Action k < max_candidates applies the k-th offered candidate; action `max_candidates`
+    is stop. The candidates are every rule's (each rule's first `max_locations`, as the
+    env offers them), in the order `order` names:
+    - "cost_delta" (default): by estimated cost delta, best first (ties by rule, then
+      location), so that action k keeps one meaning from step to step: the k-th best
+      rewrite by the env's estimate;
+    - "rule": by rule id, then location (the env's own order).
+    The first `max_candidates` are offered; the rest (and those the env itself cuts) are
+    counted in `info["candidates_dropped"]`.
+
+    The observation is the env's plus `candidates` [max_candidates, CANDIDATE_DIM]: row k
+    describes action k (features.py: valid, cost delta, rule, where, rank). `action_masks()`
+    (what sb3-contrib's MaskablePPO calls) and `info["action_mask"]` mark the valid
+    actions (stop always is); `info["candidates"][k]` is action k's `(xfer, location)` in
+    the env's hierarchical form. An action outside the mask is handled as the env's
+    `invalid_action` setting says (penalty by default).
+    """
+
+    def __init__(self, env: gymnasium.Env, max_candidates: int = 512, order: str = "cost_delta"):
+        gymnasium.utils.RecordConstructorArgs.__init__(self, max_candidates=max_candidates, order=order)
+        gymnasium.Wrapper.__init__(self, env)
+        if max_candidates < 1:
+            raise ConfigError(f"max_candidates must be >= 1, got {max_candidates}")
+        if order not in ("cost_delta", "rule"):
+            raise ConfigError(f"order must be 'cost_delta' or 'rule', got {order!r}")
+        if not isinstance(env.unwrapped, GraphRewriteEnv):
+            raise ConfigError(f"FlatCandidateActions wraps a GraphRewriteEnv, got {type(env.unwrapped).__name__}")
+        self.max_candidates, self.order = max_candidates, order
         self.action_space = spaces.Discrete(max_candidates + 1)
+        self.observation_space = spaces.Dict({**env.observation_space.spaces,
+                                              "candidates": features.candidate_space(max_candidates)})
+        self._flat_actions: list[tuple[int, int]] = []
+        self._mask = np.zeros(max_candidates + 1, bool)
 
-    def _flat(self, info: dict) -> dict:
+    def action_masks(self) -> np.ndarray:
+        """[max_candidates + 1] bool: the valid actions now (stop, the last, always is)."""
+        return self._mask.copy()
+
+    def _flat(self, obs, info: dict) -> tuple[dict, dict]:
         base: GraphRewriteEnv = self.env.unwrapped
-        flat = [(r, i) for r in range(base.n_rules) for i in range(len(base.candidates(r)))]
-        flat = flat[: self.max_candidates]
-        mask = np.zeros(self.max_candidates + 1, bool)
-        mask[: len(flat)] = True
-        mask[-1] = True
-        feats = np.zeros((self.max_candidates, 3), np.float32)
-        for k, (r, i) in enumerate(flat):
-            c = base.candidates(r)[i]
-            feats[k] = (r, 100.0 * c.cost_delta / info["initial_cost"], 1.0)
-        self._flat_actions = flat
-        return {**info, "action_mask": mask, "candidate_features": feats, "candidates": flat}
+        offered = [(int(r), i, c) for r in np.flatnonzero(info["xfer_mask"][:-1])
+                   for i, c in enumerate(base.candidates(int(r)))]
+        if self.order == "cost_delta":
+            offered.sort(key=lambda t: (t[2].cost_delta, t[0], t[1]))
+        kept = offered[: self.max_candidates]
+        self._flat_actions = [(r, i) for r, i, _ in kept]
+        self._mask = np.zeros(self.max_candidates + 1, bool)
+        self._mask[: len(kept)] = True
+        self._mask[-1] = True
+        candidate_rows = features.candidate_features(
+            np.array([r for r, _, _ in kept], np.int64), np.array([c.location[0] for _, _, c in kept], np.int64),
+            np.array([c.cost_delta for _, _, c in kept], np.float64), initial_cost=info["initial_cost"],
+            n_rules=base.n_rules, max_nodes=base.max_nodes, max_candidates=self.max_candidates)
+        obs = {**{name: obs[name] for name in features.FIELDS}, "candidates": candidate_rows}
+        info = {**info, "action_mask": self._mask.copy(), "candidates": list(self._flat_actions),
+                "candidate_features": candidate_rows,
+                "candidates_dropped": info["candidates_dropped"] + len(offered) - len(kept)}
+        return obs, info
 
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return obs, self._flat(info)
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._flat(obs, info)
 
     def step(self, action):
-        a = int(action)
+        a = int(np.asarray(action).reshape(-1)[0]) if np.ndim(action) else int(action)
         base: GraphRewriteEnv = self.env.unwrapped
         if a == self.max_candidates:
             inner = (base.n_rules, 0)
@@ -294,4 +347,5 @@ class FlatCandidateActions(gymnasium.Wrapper):
         else:
             inner = (-1, -1)  # invalid: handled by the env as configured
         obs, reward, terminated, truncated, info = self.env.step(np.array(inner))
-        return obs, reward, terminated, truncated, self._flat(info)
+        obs, info = self._flat(obs, info)
+        return obs, reward, terminated, truncated, info

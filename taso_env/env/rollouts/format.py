@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import h5py
 import numpy as np
 
-from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
+from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM, count
 from taso_env.errors import TasoEnvError
 
 FORMAT_VERSION = 1
@@ -84,8 +84,8 @@ def pack_episode(episode, *, episode_id: int, seed: int, meta: RolloutMeta, poli
     steps = len(episode.actions)
     if len(obs) != steps + 1 or len(infos) != steps + 1:
         raise ValueError(f"episode {episode_id}: {len(obs)} observations for {steps} steps; record it")
-    n_node = np.array([o["n_node"] for o in obs], np.int32)
-    n_edge = np.array([o["n_edge"] for o in obs], np.int32)
+    n_node = np.array([count(o, "n_node") for o in obs], np.int32)
+    n_edge = np.array([count(o, "n_edge") for o in obs], np.int32)
     loc_mask = np.stack([i["location_mask"] for i in infos])
     counts = loc_mask.sum(axis=2).astype(np.int16)
     if not np.array_equal(np.arange(loc_mask.shape[2]) < counts[..., None], loc_mask):
@@ -181,7 +181,7 @@ class EpisodeData:
     def observation(self, t: int, max_nodes: int, max_edges: int) -> dict[str, np.ndarray]:
         """Observation t re-padded to these maxima (the env's format, features.py)."""
         g = self.graph(t)
-        n, e = int(g["n_node"]), int(g["n_edge"])
+        n, e = count(g, "n_node"), count(g, "n_edge")
         if n > max_nodes or e > max_edges:
             raise ValueError(f"step {t} has {n} nodes / {e} edges; maxima are {max_nodes} / {max_edges}")
         out = {"nodes": np.zeros((max_nodes, g["nodes"].shape[1]), np.float32),
@@ -189,8 +189,8 @@ class EpisodeData:
                "senders": np.zeros(max_edges, np.int32), "receivers": np.zeros(max_edges, np.int32)}
         for name in out:
             out[name][: n if name == "nodes" else e] = g[name]
-        return {**out, "globals": g["globals"].copy(), "n_node": np.array(n, np.int32),
-                "n_edge": np.array(e, np.int32)}
+        return {**out, "globals": g["globals"].copy(), "n_node": np.array([n], np.int32),
+                "n_edge": np.array([e], np.int32)}
 
     def location_mask(self, t: int, max_locations: int) -> np.ndarray:
         """info["location_mask"] of step t, [n_rules + 1, max_locations] bool."""
@@ -199,14 +199,14 @@ class EpisodeData:
 
 def batch_graphs(graphs: Sequence[dict]) -> dict[str, np.ndarray]:
     """Unpadded single graphs (EpisodeData.graph) -> one GraphsTuple-style dict."""
-    n_node = np.array([g["n_node"] for g in graphs], np.int32)
+    n_node = np.array([count(g, "n_node") for g in graphs], np.int32)
     offsets = np.concatenate([[0], np.cumsum(n_node)[:-1]]).astype(np.int32)
     return {"nodes": np.concatenate([g["nodes"] for g in graphs]),
             "edges": np.concatenate([g["edges"] for g in graphs]),
             "senders": np.concatenate([g["senders"] + o for g, o in zip(graphs, offsets)]),
             "receivers": np.concatenate([g["receivers"] + o for g, o in zip(graphs, offsets)]),
             "globals": np.stack([g["globals"] for g in graphs]), "n_node": n_node,
-            "n_edge": np.array([g["n_edge"] for g in graphs], np.int32)}
+            "n_edge": np.array([count(g, "n_edge") for g in graphs], np.int32)}
 
 
 def _empty_graph() -> dict[str, np.ndarray]:
