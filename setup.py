@@ -1,7 +1,7 @@
 """Builds rlflow: CMake compiles the C++ core and the Cython extension taso_env._core
 (and taso_env._cuda, the CUDA backend, where CUDA, cuDNN and cuBLAS are found);
 setuptools installs the Python packages taso_env (with data/ as taso_env.data),
-worldmodel, controller and rlflow (the `rlflow` command)."""
+worldmodel, controller, tuner_agents (the GA-DQN tuner) and rlflow (the `rlflow` command)."""
 
 import os
 import subprocess
@@ -65,7 +65,8 @@ setup(
     version="0.1.0",
     description="Optimise neural-network computation graphs with verified substitutions chosen by RL",
     packages=find_packages(include=["taso_env", "taso_env.*", "worldmodel", "worldmodel.*",
-                                    "controller", "controller.*", "rlflow", "rlflow.*"]) + ["taso_env.data"],
+                                    "controller", "controller.*", "rlflow", "rlflow.*", "tuner_agents",
+                                    "tuner_agents.*"]) + ["taso_env.data"],
     # The repository's data/ (shipped shape-only models, measured cost tables) installs
     # as taso_env.data, so an installed rlflow finds it without the source tree.
     package_dir={"taso_env.data": "data"},

@@ -43,10 +43,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit  # noqa: E402
 
 import taso_env as te  # noqa: E402
-from taso_env.engine.cost_model import AnalyticCostModel, TableCostModel  # noqa: E402
+from taso_env.engine.cost_model import AnalyticCostModel  # noqa: E402
 from taso_env.gpu import cost_table  # noqa: E402
 from taso_env.gpu import cuda_backend as cb  # noqa: E402
 from taso_env.gpu import interleaved_measurement as im  # noqa: E402
+from taso_env.gpu.cost_models import TableCostModel  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TABLE = os.path.join(ROOT, "data", "costs", "h100_fp32.h5")

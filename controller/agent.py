@@ -78,7 +78,12 @@ import tensorflow as tf
 from controller.policy import Controller
 from taso_env.engine.search import successors
 from taso_env.errors import ConfigError
-from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, to_graphs_tuple
+from worldmodel.graphs_tuple import (
+    batch_observations,
+    graphs_tuple_signature,
+    placeholder_observation,
+    to_graphs_tuple,
+)
 
 
 def _rewards(cost_deltas, initial_cost: float) -> np.ndarray:
@@ -259,9 +264,7 @@ class ControllerAgent:
 
     def warm_up(self) -> None:
         """Traces the tf.functions on dummy inputs (part of loading, not of optimising)."""
-        from controller.model_free import _dummy_observation
-
-        mu, _ = self._encode(to_graphs_tuple(batch_observations([_dummy_observation()])))
+        mu, _ = self._encode(to_graphs_tuple(batch_observations([placeholder_observation()])))
         state = self.mdnrnn.initial_state(1)
         self._future(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
         self._two_step(mu, tf.constant([0], tf.int32), state.hidden, state.cell)

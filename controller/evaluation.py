@@ -40,6 +40,7 @@ import taso_env as te
 from controller.eval_report import markdown, write_outputs
 from controller.families import split as family_split
 from taso_env.engine import real_work
+from taso_env.engine.cost_model import make_cost_model
 from taso_env.env.episode import run_episode
 from taso_env.env.policies import RandomPolicy
 from taso_env.env.rewrite_env import GraphRewriteEnv, load_graph
@@ -221,8 +222,10 @@ def _curves(run_dir: Path | None, rows: list[Row], agents) -> dict[str, list[dic
 
 
 def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path) -> list[Row]:
-    """Evaluates every agent on every graph; writes the outputs; returns the rows."""
-    te.set_cost_model(config.cost_model)
+    """Evaluates every agent on every graph, every graph priced by `config.cost_model`
+    (passed to search and to every cost; the process default is left alone); writes the
+    outputs; returns the rows."""
+    model = make_cost_model(config.cost_model)
     run_dir = Path(run_dir) if run_dir else None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -266,7 +269,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                 start = time.perf_counter()  # models are loaded: time the optimisation only
                 work = real_work.counts()
                 if agent in ("backtracking", "greedy"):
-                    result = te.search(graph, agent, alpha=config.alpha, budget=config.budget)
+                    result = te.search(graph, agent, alpha=config.alpha, budget=config.budget, model=model)
                     best, steps = result.graph, len(result.applied)
                     best_step = steps
                     enumerations = result.expansions
@@ -275,12 +278,12 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                     steps = len(taken)
                     used = used_steps[agent]
                 else:
-                    best, best_cost = graph, graph.cost()
+                    best, best_cost = graph, graph.cost(model)
                     for k in range(config.random_episodes):
                         g, taken, _ = episode_graph(env, policy, config.seed + k)
                         steps += len(taken)
-                        if g.cost() < best_cost:
-                            best, best_cost = g, g.cost()
+                        if g.cost(model) < best_cost:
+                            best, best_cost = g, g.cost(model)
                 seconds = time.perf_counter() - start
             if agent not in ("backtracking", "greedy"):
                 done_work = real_work.since(work)
@@ -290,8 +293,8 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                 raise OptimisedGraphMismatch(f"{agent} on {label}: {report}")
             best.export_onnx(out_dir / "graphs" / f"{label}__{agent}.onnx")
             measured_original, measured = backend([graph, best]) if backend else (None, None)
-            rows.append(Row(graph=label, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(),
-                            final_cost_ms=best.cost(), speedup=graph.cost() / best.cost(),
+            rows.append(Row(graph=label, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(model),
+                            final_cost_ms=best.cost(model), speedup=graph.cost(model) / best.cost(model),
                             optimisation_s=seconds, model_load_s=load_s, steps=steps, best_step=best_step,
                             enumerations=enumerations,
                             training_env_steps=used,

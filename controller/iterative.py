@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from controller.training import ControllerTrainConfig, load_agent, train_controller
@@ -46,29 +47,33 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
 def controller_quality(run_dir: Path, horizon: int = 200, seed: int = 0) -> dict:
     """{real_env_steps: steps in the rollouts, mean_speedup: of the controller (best graph
     of one episode) over the rollouts' graphs}, played on the real env."""
-    import taso_env as te
     from controller.evaluation import episode_graph
+    from taso_env.engine.cost_model import make_cost_model
 
     reader = RolloutReader(run_dir / "rollouts.h5")
     saved = json.loads(reader.meta.env_config)
-    te.set_cost_model(saved["cost_model"])  # episode_graph compares costs under the active model
+    model = make_cost_model(saved["cost_model"])  # the rollouts' model prices the speedups
     speedups, agent = {}, None
     for graph in saved["graphs"]:
         env = GraphRewriteEnv(graph, horizon=horizon, cost_model=saved["cost_model"])
         agent = agent or load_agent(run_dir, env)  # loaded once, moved from graph to graph
         agent.env = env.unwrapped
         best, _, _ = episode_graph(env, agent, seed)
-        speedups[env.graph_names[0]] = load_graph(graph).cost() / best.cost()
+        speedups[env.graph_names[0]] = load_graph(graph).cost(model) / best.cost(model)
     return {"real_env_steps": reader.total_steps(), "mean_speedup": float(sum(speedups.values()) / len(speedups)),
             "speedups": speedups}
 
 
-def _retrain(run_dir: Path, command: str, stage: str, restart: bool = False) -> None:
+StageRunner = Callable[[str, Sequence[str], Path], object]
+"""`run_stage(command, argv, cwd)`: runs `rlflow <command> <argv>` in a child process
+(`rlflow.pipeline.run_stage`; passed in by the command line, which sits above this
+package)."""
+
+
+def _retrain(run_dir: Path, command: str, stage: str, run_stage: StageRunner, restart: bool = False) -> None:
     """A stage's training again, as `rlflow <command>` in a child process (TensorFlow
     state of this process stays as it is): resumed with twice its steps, or with
     `restart` from scratch with its steps (M, whose inputs — V's latents — changed)."""
-    from rlflow.pipeline import run_stage
-
     steps = int(load_stage_config(str(run_dir), stage)["training"]["steps"])
     run_dir = run_dir.resolve()
     extra = ["--steps", str(steps), "--restart"] if restart else ["--steps", str(2 * steps)]
@@ -76,8 +81,9 @@ def _retrain(run_dir: Path, command: str, stage: str, restart: bool = False) -> 
 
 
 def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int, episodes_per_iteration: int,
-            restart: bool = False) -> dict:
-    """Runs `iterations` rounds; returns per-round results."""
+            restart: bool = False, *, run_stage: StageRunner) -> dict:
+    """Runs `iterations` rounds; returns per-round results. `run_stage` retrains V and M
+    in child processes (`rlflow.pipeline.run_stage`)."""
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     run_dir = Path(run_dir)
@@ -86,8 +92,8 @@ def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int,
     write_json(run_dir / "controller" / "curve.json", curve)
     for k in range(1, iterations):
         real_steps = collect_with_controller(run_dir, episodes_per_iteration, seed=config.seed + 100_000 * k)
-        _retrain(run_dir, "train-vae", "vae")
-        _retrain(run_dir, "train-mdnrnn", "mdnrnn", restart=True)
+        _retrain(run_dir, "train-vae", "vae", run_stage)
+        _retrain(run_dir, "train-mdnrnn", "mdnrnn", run_stage, restart=True)
         result = train_controller(run_dir, dataclasses.replace(config, updates=config.updates * (k + 1)))
         rounds.append({**result, "collected_real_steps": real_steps})
         curve.append(controller_quality(run_dir))

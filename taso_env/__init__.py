@@ -2,9 +2,16 @@
 
     import taso_env as te
     g = te.load_onnx("model.onnx")        # or te.graphs.build("bert_base")
-    g.num_ops, g.cost()                   # estimated ms under the active cost model
+    g.num_ops, g.cost()                   # estimated ms: the graph's own model or the default
+    g.cost("table:h100_fp32")             # under a model passed
     g.export_onnx("out.onnx")
-    te.set_cost_model("analytic:h100")
+
+This module is the public face and sits above every layer of the package (lowest
+first: errors, dtypes < shipped_data < engine and rules < onnx < graphs < gpu < tuning <
+run_folder, ray_cluster < env; pyproject.toml's import-linter contracts and
+tests/test_layers.py keep the order). Importing it plugs the higher layers into the
+engine's registries: the ONNX exporter behind `Graph.export_onnx` and the `table` and
+`cuda` cost models behind `make_cost_model`.
 """
 
 from taso_env import errors, graphs, rules
@@ -18,6 +25,8 @@ from taso_env.engine.cost_model import (
 )
 from taso_env.engine.graph import Graph, OpInfo, TensorInfo, TensorRef
 from taso_env.engine.search import Candidate, SearchResult, optimize, search
+from taso_env.gpu import cost_models as _measured_cost_models  # noqa: F401  (registers "table:" and "cuda:")
+from taso_env.onnx import exporter as _onnx_exporter  # noqa: F401  (registers Graph.export_onnx's exporter)
 from taso_env.onnx.importer import load_onnx
 
 __all__ = [

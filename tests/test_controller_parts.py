@@ -244,7 +244,7 @@ def test_a_rules_further_locations_are_looked_at_in_a_later_round():
 
 def _table_pricing_ops_alone():
     from taso_env import shipped_data
-    from taso_env.engine.cost_model import TableCostModel
+    from taso_env.gpu.cost_models import TableCostModel
 
     return TableCostModel(shipped_data.cost_tables()["h100_fp32"], fused_epilogues=False)
 

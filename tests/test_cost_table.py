@@ -11,9 +11,10 @@ import pytest
 
 import taso_env as te
 from taso_env import _core, dtypes
-from taso_env.engine.cost_model import CostModelError, TableCostModel, make_cost_model
+from taso_env.engine.cost_model import CostModelError, make_cost_model
 from taso_env.errors import UnknownOpError
 from taso_env.gpu import cost_table
+from taso_env.gpu.cost_models import TableCostModel
 from taso_env.gpu.cost_table import CorruptCostTableError, CostTable, CostTableError, MissingTableError
 
 DEVICE = "NVIDIA H100 80GB HBM3"

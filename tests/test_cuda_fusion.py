@@ -84,7 +84,7 @@ def test_the_table_prices_at_nothing_only_ops_the_executor_runs_in_another_ops_s
     executor's; and the ops it prices as joining their reader's element-wise chain do
     join it, but where the chain kernel's limits (16 ops, 8 inputs) split a chain."""
     from taso_env import shipped_data
-    from taso_env.engine.cost_model import TableCostModel
+    from taso_env.gpu.cost_models import TableCostModel
 
     monkeypatch.setenv("RLFLOW_FUSE", "1")
     g = te.load_onnx(str(models_dir / f"{model}.onnx"))
@@ -119,7 +119,7 @@ def test_the_table_prices_at_nothing_exactly_the_concats_the_executor_runs_in_pl
     the table charges nothing for are those whose producers write into their slices, in
     the export and in its greedy graph (rewrites that merge, enlarge and split)."""
     from taso_env import shipped_data
-    from taso_env.engine.cost_model import TableCostModel
+    from taso_env.gpu.cost_models import TableCostModel
 
     monkeypatch.setenv("RLFLOW_FUSE", "1")
     table = TableCostModel(shipped_data.cost_tables()["h100_fp32"])

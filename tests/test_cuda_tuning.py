@@ -94,7 +94,7 @@ def test_bad_plans_raise_typed_errors():
 
 
 def test_plan_store_is_used_by_auto(tmp_path, monkeypatch):
-    from taso_env.tuning import plan_store
+    from taso_env.gpu import plan_store
 
     monkeypatch.setenv(plan_store.ENV, str(tmp_path / "plans.json"))
     g = _graph()

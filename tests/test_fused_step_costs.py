@@ -20,7 +20,7 @@ from graph_fixtures import (
 
 import taso_env as te
 from taso_env import shipped_data
-from taso_env.engine.cost_model import TableCostModel
+from taso_env.gpu.cost_models import TableCostModel
 
 TABLE = shipped_data.cost_tables()["h100_fp32"]
 CHAIN_SHARE = 0.4  # taso/epilogue.h: kChainShare

@@ -132,6 +132,7 @@ def test_iterative_training_collects_with_the_controller_and_retrains_v_and_m(sm
     from controller.iterative import iterate
     from controller.ppo import PPOConfig
     from controller.training import ControllerTrainConfig
+    from rlflow.pipeline import run_stage
     from taso_env.env.rollouts import RolloutReader
 
     run, _ = smoke_run
@@ -139,7 +140,7 @@ def test_iterative_training_collects_with_the_controller_and_retrains_v_and_m(sm
     shutil.copytree(run, copy)
     before = RolloutReader(copy / "rollouts.h5").total_steps()
     config = ControllerTrainConfig(updates=2, ppo=PPOConfig(num_dreams=4, rollout_steps=2, minibatches=1, epochs=1))
-    result = iterate(copy, config, iterations=2, episodes_per_iteration=2, restart=True)
+    result = iterate(copy, config, iterations=2, episodes_per_iteration=2, restart=True, run_stage=run_stage)
     assert len(result["rounds"]) == 2 and result["rounds"][1]["collected_real_steps"] >= 2
     assert RolloutReader(copy / "rollouts.h5").total_steps() == before + result["rounds"][1]["collected_real_steps"]
     assert json.loads((copy / "vae" / "config.json").read_text())["training"]["steps"] == 20  # resumed, twice

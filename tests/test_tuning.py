@@ -155,7 +155,7 @@ def test_xgb_model_ranks(rec):
 
 def test_gadqn_learns_and_is_deterministic(rec):
     pytest.importorskip("tensorflow")
-    from taso_env.tuning.gadqn import GADQNTuner
+    from tuner_agents.gadqn import GADQNTuner
 
     kw = dict(batch_size=8, train_steps=4, target_sync=2)
     t = GADQNTuner(rec.space, seed=5, **kw)
@@ -191,7 +191,7 @@ def test_gadqn_switch_q_is_exact_on_the_recorded_costs(rec):
     single switch is exactly what replay says the switch saves — including a conv that
     stops or starts folding its epilogue ops."""
     pytest.importorskip("tensorflow")
-    from taso_env.tuning.gadqn import GADQNTuner
+    from tuner_agents.gadqn import GADQNTuner
 
     t = GADQNTuner(rec.space, seed=0)
     p = t.mut_net.params
@@ -216,7 +216,7 @@ def test_gadqn_learns_what_switches_save(rec):
     """After 200 replayed trials the mutation DQN ranks the single switches from its best
     config by what they really save (rank correlation), and it beats the GA's best."""
     pytest.importorskip("tensorflow")
-    from taso_env.tuning.gadqn import GADQNTuner
+    from tuner_agents.gadqn import GADQNTuner
 
     t = GADQNTuner(rec.space, seed=0)
     run_tuner(t, replayer(rec), 200, 8)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import taso_env as te
-from taso_env.engine.cost_model import CostModelError, TableCostModel, _table_path, make_cost_model, weight_residency
+from taso_env.engine.cost_model import CostModelError, make_cost_model, weight_residency
 from taso_env.engine.search import enumeration, step, successors
 from taso_env.gpu import cost_table
+from taso_env.gpu.cost_models import TableCostModel, table_path
 
 MiB = 2**20
 TABLE = "table+residency:h100_fp32"
@@ -26,7 +27,7 @@ def model():
 @pytest.fixture(scope="module")
 def table_alone():
     """The same table without the term."""
-    return TableCostModel(_table_path("h100_fp32"), weight_residency=False)
+    return TableCostModel(table_path("h100_fp32"), weight_residency=False)
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.run and not os.path.isdir(args.run):
         raise ConfigError(f"--run {args.run}: no such run folder")
     if args.cost_model is None:
-        from taso_env.engine.cost_model import measured_table_spec
+        from taso_env.gpu.cost_models import measured_table_spec
 
         args.cost_model = measured_table_spec(args.math)
     te.set_cost_model(args.cost_model)

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     rules = te.rules.default()
     first = min((r["id"] for r in rules.specs if r["family"] == FAMILY), default=len(rules)) \
         if args.generated_only else 0
-    rows = fires(graphs, rules, first)
+    rows = fires(((spec, te.graphs.load(spec, seed=None)) for spec in graphs), rules, first)
     per_graph: dict = {}
     for r in rows:
         per_graph.setdefault(r["graph"], []).append(r)

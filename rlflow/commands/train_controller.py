@@ -36,11 +36,12 @@ def run(args: argparse.Namespace) -> int:
     from controller.configs import ControllerTrainConfig
     from controller.iterative import iterate
     from controller.training import train_controller
+    from rlflow.pipeline import run_stage
 
     config = config_from_args(ControllerTrainConfig, args, flatten=True)
     if args.iterations > 1:
         result = iterate(args.run, config, iterations=args.iterations,
-                         episodes_per_iteration=args.collect_episodes, restart=args.restart)
+                         episodes_per_iteration=args.collect_episodes, restart=args.restart, run_stage=run_stage)
     else:
         result = train_controller(args.run, config, restart=args.restart)
     print(json.dumps(result, indent=2))

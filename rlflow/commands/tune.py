@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import tuner_agents  # noqa: F401  (registers the GA-DQN tuner; TensorFlow loads only if one is made)
     from taso_env.errors import TuningError
     from taso_env.tuning import config, driver
 

@@ -1,26 +1,26 @@
-"""Cost models: one interface, `CostModel`, estimating the runtime (ms) of each op.
+"""Cost models: one interface, `CostModel`, estimating the runtime (ms) of each op, and
+the registry that builds one from a spec string (`make_cost_model`).
 
 - `analytic[:profile]` — roofline per op from FLOPs and bytes moved against a device
   profile (peak FLOP/s, memory bandwidth, launch overhead). Deterministic; the default
   (H100, strict fp32). Implemented in C++ (`taso_env/csrc/engine/cost_model.cc`).
-- `table:<path.h5>` — measured op costs replayed from an HDF5 cost table
-  (`taso_env.gpu.cost_table`), keyed by op signature; misses fall back to the analytic
-  model (scaled per op type to the table) and are counted (`misses`).
-- `cuda[:fp32|tf32][:<path.h5>]` — measures each op configuration on the GPU on first
-  use (CUDA backend, `taso_env.gpu.cuda_backend`), caches it in its table and writes the
-  table to `<path.h5>` on `save()`. Strict fp32 unless tf32 is named.
+- `table:<path.h5>`, `table+residency:<path.h5>` and `cuda[:fp32|tf32][:<path.h5>]` —
+  measured costs: defined by the GPU layer (`taso_env.gpu.cost_models`), which registers
+  them here (`register_cost_model`); the engine never imports the GPU layer.
 
-`set_cost_model(spec)` chooses the model that `Graph.cost()` uses when none is passed.
+Which model prices a graph (`resolve_cost_model`): the one passed, else the graph's own
+(`Graph.with_cost_model`), else the process default — analytic H100 unless the command
+line chose another with `set_cost_model`. Library code passes its model; it never sets
+the default.
 """
 
 from __future__ import annotations
 
 import abc
-import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from taso_env import _core
-from taso_env.errors import TasoEnvError
 
 if TYPE_CHECKING:
     from taso_env.engine.graph import Graph
@@ -34,6 +34,12 @@ class CostModel(abc.ABC):
     """Estimates the runtime of each op of a graph in milliseconds."""
 
     name: str
+
+    @property
+    def core(self) -> _core.CoreCostModel | None:
+        """The C++ model that search and candidate enumeration price with (None: this model
+        has none, and only `op_costs` / `graph_cost` work)."""
+        return None
 
     @abc.abstractmethod
     def op_costs(self, graph: Graph) -> list[float]:
@@ -55,140 +61,25 @@ class AnalyticCostModel(CostModel):
         self.name = f"analytic:{profile}"
 
     @property
+    def core(self) -> _core.CoreCostModel:
+        return self._model
+
+    @property
     def profile(self) -> dict:
         return self._model.profile
 
     def op_costs(self, graph: Graph) -> list[float]:
-        return self._model.op_costs(graph._core)
+        return self._model.op_costs(graph.core)
 
     def graph_cost(self, graph: Graph) -> float:
-        return self._model.graph_cost(graph._core)
-
-
-class TableCostModel(CostModel):
-    """Measured op costs from a cost table; analytic fallback for misses (C++ model).
-
-    Args:
-        table: a `CostTable` or the path of an HDF5 cost table.
-        device, math: which table of the file (optional where the file has one).
-        profile: analytic profile of the fallback (default: h100, or h100-tf32 for tf32).
-        fused_epilogues: the ops the CUDA executor runs in a convolution's epilogue
-            (an activation or residual Add that is a convolution's only reader,
-            taso/epilogue.h) cost nothing, as on the GPU; False prices every op alone
-            (the executor with RLFLOW_FUSE=0).
-        weight_residency: GEMVs (GEMMs of a constant weight and at most 16 rows) cost
-            more once the distinct weights they read overflow the L2, as measured on
-            the H100 in fp32 (taso/weight_residency.h; spec "table+residency:<path>").
-            Off by default: it ranks graphs closer to their measured runtimes, but as a
-            search objective it walls greedy descent and backtracking in at a local
-            optimum (nasrnn: 175.0 us where they reach 116.8 without it).
-
-    Raises:
-        CostTableError: the file is missing, corrupt, or has no matching table.
-    """
-
-    def __init__(self, table, *, device: str | None = None, math: str | None = None,
-                 profile: str | None = None, fused_epilogues: bool = True,
-                 weight_residency: bool = False):
-        from taso_env.gpu import cost_table
-
-        if not isinstance(table, cost_table.CostTable):
-            path = str(table)
-            table = cost_table.load(path, device, math)
-            self.name = f"table:{path}"
-        else:
-            self.name = f"table:{table.device}/{table.math}"
-        self.device, self.math = table.device, table.math
-        profile = profile or ("h100-tf32" if table.math == "tf32" else "h100")
-        self._model = _core.TableModel(profile, fused_epilogues, weight_residency)
-        if not fused_epilogues:
-            self.name += "+unfused"
-        if weight_residency:
-            self.name += "+residency"
-        for sig, ms, analytic in table.items():
-            self._model.set(sig, ms, analytic)
-
-    def op_costs(self, graph: Graph) -> list[float]:
-        return self._model.op_costs(graph._core)
-
-    def graph_cost(self, graph: Graph) -> float:
-        return self._model.graph_cost(graph._core)
-
-    @property
-    def hits(self) -> int:
-        """Op lookups answered by the table."""
-        return self._model.hits
-
-    @property
-    def misses(self) -> int:
-        """Op lookups that fell back to the analytic estimate."""
-        return self._model.misses
-
-    def missed_signatures(self) -> list[str]:
-        """Distinct op signatures that missed (what a measuring run should add)."""
-        return self._model.missed_signatures()
-
-    def reset_counters(self) -> None:
-        self._model.reset_counters()
-
-    def __len__(self) -> int:
-        return len(self._model)
-
-    def to_table(self):
-        """The model's entries (measured ones included) as a `CostTable`."""
-        from taso_env.gpu import cost_table
-
-        t = cost_table.CostTable(self.device, self.math)
-        for sig, ms, analytic in self._model.entries():
-            t.set(sig, ms, analytic)
-        return t
-
-
-class CudaCostModel(TableCostModel):
-    """Measures each op configuration on this GPU on first use and keeps it in its
-    table; `save()` writes the table (merged into `path`'s existing entries).
-
-    Raises:
-        CudaUnavailableError: no CUDA backend or no GPU here.
-    """
-
-    def __init__(self, math: str = "fp32", path: str | None = None):
-        from taso_env.gpu import cost_table, cuda_backend
-
-        cuda_backend.require()
-        device = cuda_backend.device_name()
-        table = cost_table.CostTable(device, math)
-        if path and os.path.exists(path):
-            try:
-                table = cost_table.load(path, device, math)
-            except cost_table.MissingTableError:
-                pass
-        super().__init__(table)
-        self.path = path
-        self.name = f"cuda:{math}" + (f":{path}" if path else "")
-        cuda_backend.install_measurer(self._model, math)
-
-    @property
-    def measured(self) -> int:
-        """Op configurations measured on the GPU by this model."""
-        return self._model.measured
-
-    def save(self, path: str | None = None) -> str:
-        """Writes the table to `path` (default: the model's path); returns the path."""
-        from taso_env.gpu import cost_table
-
-        path = path or self.path
-        if not path:
-            raise CostModelError("CudaCostModel.save needs a path")
-        cost_table.save(self.to_table(), path)
-        return path
+        return self._model.graph_cost(graph.core)
 
 
 def weight_residency(graph: Graph) -> dict:
     """The GEMV reads of `graph` as the table model's weight-residency term prices them
     (taso/weight_residency.h): {"distinct_bytes": the distinct weights they read,
     "term_ms": the term, "reads": {op id: (its weight's bytes, its share of the term, ms)}}."""
-    return _core.weight_residency(graph._core)
+    return _core.weight_residency(graph.core)
 
 
 def device_profiles() -> list[str]:
@@ -196,10 +87,42 @@ def device_profiles() -> list[str]:
     return _core.list_device_profiles()
 
 
+
+CostModelFactory = Callable[[str], CostModel]
+"""Builds a model from the argument of its spec (what follows "<kind>:"; may be "")."""
+
+_factories: dict[str, CostModelFactory] = {}
+_usages: dict[str, str] = {}
+
+
+def register_cost_model(kind: str, factory: CostModelFactory, usage: str | None = None) -> None:
+    """Makes `make_cost_model("<kind>:<argument>")` return `factory(argument)`.
+
+    This is how a layer above the engine plugs its models in: the GPU layer
+    (`taso_env.gpu.cost_models`) registers `table`, `table+residency` and `cuda`, and
+    `import taso_env` imports it, so every process that uses the engine has them.
+
+    Args:
+        kind: the spec's prefix ("table").
+        factory: called with the rest of the spec ("" when there is none).
+        usage: how the spec is written, for the message of an unknown spec
+            ("'table[+residency]:<path.h5>'"); None lists nothing for this kind.
+    """
+    _factories[kind] = factory
+    if usage is not None:
+        _usages[kind] = usage
+
+
+def registered_cost_models() -> tuple[str, ...]:
+    """The spec kinds `make_cost_model` knows, in registration order."""
+    return tuple(_factories)
+
+
 def make_cost_model(spec: str | CostModel) -> CostModel:
-    """Builds a cost model from a spec string: "analytic[:<profile>]",
-    "table:<path.h5>", "table+residency:<path.h5>" (the table with the weight-residency
-    term) or "cuda[:fp32|tf32][:<path.h5>]".
+    """Builds a cost model from a spec string: "analytic[:<profile>]" here, and whatever
+    higher layers registered (`register_cost_model`): "table:<path.h5>",
+    "table+residency:<path.h5>" (the table with the weight-residency term) and
+    "cuda[:fp32|tf32][:<path.h5>]" from the GPU layer. A `CostModel` is returned as is.
 
     Raises:
         CostModelError: for an unknown spec, or a `cuda` model where there is no GPU.
@@ -208,67 +131,44 @@ def make_cost_model(spec: str | CostModel) -> CostModel:
     if isinstance(spec, CostModel):
         return spec
     kind, _, arg = str(spec).partition(":")
-    if kind == "analytic":
-        return AnalyticCostModel(arg or "h100")
-    if kind in ("table", "table+residency"):
-        if not arg:
-            raise CostModelError(f"cost model {kind!r} needs a file: '{kind}:<path.h5>'")
-        return TableCostModel(_table_path(arg), weight_residency=kind == "table+residency")
-    if kind == "cuda":
-        from taso_env.gpu.cuda_backend import MATH_MODES
-
-        math, _, path = arg.partition(":")
-        if math and math not in MATH_MODES:  # "cuda:<path>" without a math mode
-            math, path = "", arg
-        try:
-            return CudaCostModel(math or "fp32", path or None)
-        except TasoEnvError as err:
-            raise CostModelError(f"cost model {spec!r} is not available here: {err}") from err
-    raise CostModelError(f"unknown cost model {spec!r}; use 'analytic[:profile]', "
-                         "'table[+residency]:<path.h5>' or 'cuda'")
+    factory = _factories.get(kind)
+    if factory is None:
+        usages = list(_usages.values())
+        listed = f"{', '.join(usages[:-1])} or {usages[-1]}" if len(usages) > 1 else "".join(usages)
+        raise CostModelError(f"unknown cost model {spec!r}; use {listed}")
+    return factory(arg)
 
 
-def _table_path(arg: str) -> str:
-    """A cost table's file: the path as given where it exists, else a shipped table of
-    that name ("table:h100_fp32", or "table:data/costs/h100_fp32.h5" outside a checkout)."""
-    if os.path.exists(arg):
-        return arg
-    from taso_env import shipped_data
+register_cost_model("analytic", lambda profile: AnalyticCostModel(profile or "h100"), "'analytic[:profile]'")
 
-    shipped = shipped_data.cost_tables()
-    name = os.path.basename(arg)[:-3] if arg.endswith(".h5") else arg
-    return str(shipped[name]) if name in shipped else arg  # a missing file: the table loader says so
-
-
-def measured_table_spec(math: str = "fp32") -> str:
-    """The cost model that prices graphs as the GPU runs them in `math` mode: the shipped
-    H100 table measured in that mode ("table:h100_fp32", "table:h100_tf32",
-    "table:h100_fp16"; bf16 is priced by the fp16 table, as the H100's tensor cores run
-    both at one rate), or the analytic H100 profile of that mode where no table is shipped.
-    `rlflow optimize`'s default: the analytic model is calibrated to PyTorch's kernels,
-    not to rlflow's executor (it fuses every Conv + ReLU of mobilenet_v3_large, a graph
-    that measures 4% slower than the original in fp32; the fp32 table's graph does not)."""
-    from taso_env import shipped_data
-
-    name = f"h100_{'fp16' if math == 'bf16' else math}"
-    if name in shipped_data.cost_tables():
-        return f"table:{name}"
-    return "analytic:h100-tf32" if math == "tf32" else "analytic:h100"
-
-
-_active: CostModel | None = None
+_default: CostModel | None = None
 
 
 def set_cost_model(spec: str | CostModel) -> CostModel:
-    """Sets the cost model used by `Graph.cost()` when no model is passed; returns it."""
-    global _active
-    _active = make_cost_model(spec)
-    return _active
+    """Sets the process default: the model of graphs that have none of their own when no
+    model is passed (`resolve_cost_model`); returns it.
+
+    Only the command line (`rlflow`) and the benchmarks call this, to apply a flag; library
+    code passes its model instead (tests/test_cost_model_passing.py checks that)."""
+    global _default
+    _default = make_cost_model(spec)
+    return _default
 
 
 def get_cost_model() -> CostModel:
-    """The active cost model (analytic H100 unless `set_cost_model` chose another)."""
-    global _active
-    if _active is None:
-        _active = AnalyticCostModel("h100")
-    return _active
+    """The process default: analytic H100 (strict fp32) unless `set_cost_model` chose
+    another."""
+    global _default
+    if _default is None:
+        _default = AnalyticCostModel("h100")
+    return _default
+
+
+def resolve_cost_model(model: str | CostModel | None = None, graph: Graph | None = None) -> CostModel:
+    """The model to price `graph` with: `model` where one is passed, else the graph's own
+    (`Graph.with_cost_model`, carried through rewrites and search), else the process
+    default (`get_cost_model`: analytic H100 unless the command line set another)."""
+    if model is not None:
+        return make_cost_model(model)
+    own = getattr(graph, "cost_model", None)
+    return own if own is not None else get_cost_model()

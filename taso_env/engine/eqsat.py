@@ -60,7 +60,7 @@ def _selection_of(enc: Encoding, snap: Snapshot, graph: Graph, refs: dict) -> ex
     """The selection that describes `graph` (added with refs `refs`); first writer wins
     where two of its tensors share a class, so the selection stays acyclic."""
     sel = ex.Selection({}, {})
-    core = graph._core
+    core = graph.core
     for i in range(core.num_ops):
         record = core.op_record(i)
         outs = record[6]
@@ -136,7 +136,7 @@ def _rebuild(enc: Encoding, snap: Snapshot, sel: ex.Selection, graph: Graph, roo
     for c, name in zip(roots, graph.output_names, strict=True):
         n, i = sel.t[c]
         core.add_output((emit(n), i), name)
-    return Graph(core, graph.weights, graph.name, graph.metadata)
+    return Graph(core, graph.weights, graph.name, graph.metadata, graph.cost_model)
 
 
 def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 10.0, iter_limit: int = 30,
@@ -164,7 +164,7 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
     """
     from taso_env.engine import eqsat_improve
     from taso_env.engine.eqsat_rules import RuleTranslator
-    from taso_env.engine.search import SearchResult, _core_model, _rules, _wrap, search
+    from taso_env.engine.search import SearchResult, core_cost_model, resolve_rules, rewritten, search
 
     _check_args(node_limit, time_limit, iter_limit, seed, optimal_limit)
     for name, v in (("multi_iters", multi_iters), ("match_limit", match_limit)):
@@ -174,10 +174,10 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
         import egglog  # noqa: F401
     except ImportError as e:
         raise EqsatUnavailableError("eqsat needs egglog: pip install egglog==13.2.0") from e
-    rule_set = _rules(rules)
-    core_model = _core_model(model)
+    rule_set = resolve_rules(rules)
+    core_model = core_cost_model(model, graph)
     start = time.perf_counter()
-    initial_cost = core_model.graph_cost(graph._core)
+    initial_cost = core_model.graph_cost(graph.core)
 
     enc = Encoding()
     enc.run("(ruleset rebuild)")
@@ -255,7 +255,7 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
     log.info("eqsat extraction: starts %s, local search -> %.5f (%.1f s)", scored, dag, time.perf_counter() - t0)
     extracted = _rebuild(enc, snap, sel, graph, roots)
     seconds_extract = time.perf_counter() - t0
-    extracted_cost = core_model.graph_cost(extracted._core)
+    extracted_cost = core_model.graph_cost(extracted.core)
 
     best, best_cost, source = extracted, extracted_cost, "extracted"
     polish_fires: Counter = Counter()
@@ -282,7 +282,7 @@ def eqsat_search(graph: Graph, *, node_limit: int = 20000, time_limit: float = 1
         "seconds_saturation": seconds_saturation, "seconds_extraction": seconds_extract,
         "polish_fires": dict(polish_fires), "queries_skipped": dict(skipped_queries),
     }
-    return SearchResult(graph=_wrap(best, best._core), method="eqsat", initial_cost=initial_cost,
+    return SearchResult(graph=rewritten(best, best.core), method="eqsat", initial_cost=initial_cost,
                         final_cost=best_cost, seconds=seconds, expansions=iterations,
                         graphs_seen=snap.num_enodes, applied=[], complete=stop == "saturated",
                         rule_fires=fires, details=details)

@@ -243,7 +243,7 @@ class Encoding:
 
     def add_graph(self, graph: Graph) -> dict[tuple[int, int], int]:
         """Adds every op of `graph`; returns the Ref of each tensor (op id, index)."""
-        core = graph._core
+        core = graph.core
         refs: dict[tuple[int, int], int] = {}
         for i in range(core.num_ops):
             record = core.op_record(i)

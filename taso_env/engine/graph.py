@@ -18,14 +18,14 @@ from __future__ import annotations
 import functools
 import types
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from taso_env import _core, dtypes
-from taso_env.engine.cost_model import CostModel, get_cost_model, make_cost_model
+from taso_env.engine.cost_model import CostModel, make_cost_model, resolve_cost_model
 
 
 class TensorRef(NamedTuple):
@@ -80,20 +80,56 @@ def _op_info(core: _core.CoreGraph, i: int) -> OpInfo:
     )
 
 
+OnnxExporter = Callable[..., object]
+"""`exporter(graph, path, opset=...)` -> onnx.ModelProto: what `Graph.export_onnx` calls."""
+
+_onnx_exporter: OnnxExporter | None = None
+
+
+def register_onnx_exporter(exporter: OnnxExporter) -> None:
+    """Makes `Graph.export_onnx` call `exporter`. The ONNX layer registers its exporter
+    (`taso_env.onnx.exporter.export_onnx`) when it is imported, and `import taso_env`
+    imports it; the engine never imports the ONNX layer."""
+    global _onnx_exporter
+    _onnx_exporter = exporter
+
+
 class Graph:
     """An immutable computation graph with optional weight data.
 
     Build one with `taso_env.GraphBuilder`, `taso_env.load_onnx` or
     `taso_env.graphs.build`.
+
+    Attributes:
+        name: the graph's name (its source model's, or the builder's).
+        metadata: string key/value pairs carried from the source (read-only).
+        cost_model: the graph's own cost model (`with_cost_model`), or None; `cost()`,
+            `candidates()` and search price with it when no model is passed, and the
+            graphs they return carry it on.
     """
 
     def __init__(self, core: _core.CoreGraph, weights: Mapping[str, np.ndarray] | None = None,
-                 name: str = "graph", metadata: Mapping[str, str] | None = None):
+                 name: str = "graph", metadata: Mapping[str, str] | None = None,
+                 cost_model: CostModel | None = None):
         self._core = core
         self._weights = types.MappingProxyType(dict(weights or {}))
         self.name = name
         self.metadata = types.MappingProxyType(dict(metadata or {}))
+        self.cost_model = cost_model
         self._ops: tuple[OpInfo, ...] | None = None
+
+    @property
+    def core(self) -> _core.CoreGraph:
+        """The C++ graph, for the layers that hand it to C++ (the GPU executor, cost
+        tables, observation features); read-only like the graph."""
+        return self._core
+
+    def with_cost_model(self, model: str | CostModel | None) -> Graph:
+        """The same graph with its own cost model (a spec or a `CostModel`; None: none, so
+        the process default prices it). The graphs that rewriting and search make from
+        it carry the model on."""
+        own = make_cost_model(model) if model is not None else None
+        return Graph(self._core, self._weights, self.name, self.metadata, own)
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -184,7 +220,7 @@ class Graph:
                 raise ShapeError(f"weight {name!r}: expected {expected.np_dtype}{list(expected.shape)}, "
                                  f"got {value.dtype}{list(value.shape)}")
             merged[name] = value
-        return Graph(self._core, merged, self.name, self.metadata)
+        return Graph(self._core, merged, self.name, self.metadata, self.cost_model)
 
     def random_weights(self, seed: int = 0) -> dict[str, np.ndarray]:
         """Random data for every weight without data: floats ~ N(0, 1/fan_in) for
@@ -223,13 +259,14 @@ class Graph:
 
     # -- cost --------------------------------------------------------------------------
     def cost(self, model: str | CostModel | None = None) -> float:
-        """Estimated runtime in ms under `model` (default: the active cost model)."""
-        return (make_cost_model(model) if model is not None else get_cost_model()).graph_cost(self)
+        """Estimated runtime in ms under `model`; without one, under the graph's own cost
+        model (`cost_model`), and for a graph without one under the process default
+        (analytic H100 unless the command line chose another; `resolve_cost_model`)."""
+        return resolve_cost_model(model, self).graph_cost(self)
 
     def op_costs(self, model: str | CostModel | None = None) -> np.ndarray:
-        """Estimated runtime (ms) of every op, indexed by op id."""
-        m = make_cost_model(model) if model is not None else get_cost_model()
-        return np.asarray(m.op_costs(self), dtype=np.float64)
+        """Estimated runtime (ms) of every op, indexed by op id (model chosen as by `cost`)."""
+        return np.asarray(resolve_cost_model(model, self).op_costs(self), dtype=np.float64)
 
     def op_table(self, model: str | CostModel | None = None) -> list[dict]:
         """Per op type: count, total estimated ms, share of the graph cost, GFLOPs, MB
@@ -269,11 +306,15 @@ class Graph:
 
         Weights with data become initializers; weights without data become graph inputs
         marked `doc_string="weight: ..."`, as in the shape-only source models. Returns the
-        `onnx.ModelProto`; writes it to `path` when given.
-        """
-        from taso_env.onnx.exporter import export_onnx
+        `onnx.ModelProto`; writes it to `path` when given. The exporter is the ONNX
+        layer's (`taso_env.onnx.exporter.export_onnx`, registered by `import taso_env`).
 
-        return export_onnx(self, path, opset=opset)
+        Raises:
+            RuntimeError: no ONNX exporter is registered (the ONNX layer was never imported).
+        """
+        if _onnx_exporter is None:
+            raise RuntimeError("no ONNX exporter registered: import taso_env (or taso_env.onnx) first")
+        return _onnx_exporter(self, path, opset=opset)
 
     def __repr__(self) -> str:
         return (f"Graph({self.name!r}, ops={self.num_ops}, inputs={[o.name for o in self.inputs]}, "

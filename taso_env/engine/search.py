@@ -18,7 +18,7 @@ import numpy as np
 from taso_env import _core
 from taso_env import rules as rules_module
 from taso_env.engine import real_work
-from taso_env.engine.cost_model import CostModel, CostModelError, get_cost_model, make_cost_model
+from taso_env.engine.cost_model import CostModel, CostModelError, resolve_cost_model
 from taso_env.engine.graph import Graph
 
 METHODS = ("greedy", "backtracking", "exhaustive", "eqsat")
@@ -39,17 +39,23 @@ class Candidate(NamedTuple):
         return rules_module.default().specs[self.rule_id]["name"]
 
 
-def _core_model(model: str | CostModel | None):
-    m = make_cost_model(model) if model is not None else get_cost_model()
-    core = getattr(m, "_model", None)
-    if not isinstance(core, _core.CoreCostModel):  # analytic, table and cuda models are C++
+def core_cost_model(model: str | CostModel | None, graph: Graph | None = None) -> _core.CoreCostModel:
+    """The C++ model that prices `graph` in search: `model`'s, else the graph's own
+    model's, else the process default's (`resolve_cost_model`).
+
+    Raises:
+        CostModelError: the model has no C++ implementation (analytic, table and cuda have).
+    """
+    m = resolve_cost_model(model, graph)
+    core = m.core
+    if not isinstance(core, _core.CoreCostModel):
         raise CostModelError(f"cost model {m.name!r} has no C++ implementation for search")
     return core
 
 
-def _rules(rule_set):
-    """A RuleSet, a rule-set name of taso_env.rules.sets ("hand", "all", ...) or None
-    (every shipped rule)."""
+def resolve_rules(rule_set):
+    """The RuleSet to search with: `rule_set` itself, a rule-set name of
+    taso_env.rules.sets ("hand", "all", ...) or None (every shipped rule)."""
     if rule_set is None:
         return rules_module.default()
     if isinstance(rule_set, str):
@@ -59,18 +65,19 @@ def _rules(rule_set):
     return rule_set
 
 
-def _wrap(graph: Graph, core) -> Graph:
-    # Rewrites never rename weights, so the data mapping carries over as is (entries of
-    # weights a rewrite removed are never read).
-    return Graph(core, graph.weights, graph.name, graph.metadata)
+def rewritten(graph: Graph, core: _core.CoreGraph) -> Graph:
+    """The Graph of `core`, a rewrite of `graph`: the same name, metadata, weight data and
+    own cost model. Rewrites never rename weights, so the data mapping carries over as is
+    (entries of weights a rewrite removed are never read)."""
+    return Graph(core, graph.weights, graph.name, graph.metadata, graph.cost_model)
 
 
 def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
                model: str | CostModel | None = None) -> list[Candidate]:
     """Every valid (rule, location) of `graph`, without materialising any graph."""
     real_work.record("candidates")
-    return _rules(rules).core.candidates(graph._core, _core_model(model), -1 if rule_id is None else rule_id,
-                                         as_type=Candidate)
+    return resolve_rules(rules).core.candidates(graph.core, core_cost_model(model, graph),
+                                                -1 if rule_id is None else rule_id, as_type=Candidate)
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ def successors(enum: Enumeration, which) -> list[Successor]:
                         f"not a {type(enum).__name__}")
     which = [int(k) for k in which]
     real_work.record("successors", len(which))
-    raw = enum._rules.core.successors(enum.graph._core, enum._model, enum._core, which)
+    raw = enum._rules.core.successors(enum.graph.core, enum._model, enum._core, which)
     return [Successor(h, d) for h, d in raw]
 
 
@@ -133,8 +140,8 @@ def enumeration(graph: Graph, *, rules=None, model: str | CostModel | None = Non
     """Every valid (rule, location) of `graph`, sorted by rule and location, as an
     `Enumeration` that `step` can carry through a rewrite."""
     real_work.record("candidates")
-    rule_set, core_model = _rules(rules), _core_model(model)
-    return Enumeration(graph, rule_set.core.enumeration(graph._core, core_model), rule_set, core_model)
+    rule_set, core_model = resolve_rules(rules), core_cost_model(model, graph)
+    return Enumeration(graph, rule_set.core.enumeration(graph.core, core_model), rule_set, core_model)
 
 
 def step(enum: Enumeration, which: int) -> Enumeration:
@@ -146,8 +153,8 @@ def step(enum: Enumeration, which: int) -> Enumeration:
         IndexError: `which` is not one of `enum.candidates`.
     """
     real_work.record("step")
-    core_graph, core = enum._rules.core.step(enum.graph._core, enum._model, enum._core, int(which))
-    return Enumeration(_wrap(enum.graph, core_graph), core, enum._rules, enum._model)
+    core_graph, core = enum._rules.core.step(enum.graph.core, enum._model, enum._core, int(which))
+    return Enumeration(rewritten(enum.graph, core_graph), core, enum._rules, enum._model)
 
 
 def apply(graph: Graph, candidate: Candidate, *, rules=None) -> Graph:
@@ -157,7 +164,7 @@ def apply(graph: Graph, candidate: Candidate, *, rules=None) -> Graph:
         ValueError: the candidate does not apply to this graph (e.g. it came from another).
     """
     real_work.record("apply")
-    return _wrap(graph, _rules(rules).core.apply(graph._core, candidate.rule_id, candidate.location))
+    return rewritten(graph, resolve_rules(rules).core.apply(graph.core, candidate.rule_id, candidate.location))
 
 
 @dataclass
@@ -197,6 +204,9 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
         incremental: backtracking scores children from their candidates (exact cost
             delta and child hash, no graph built) and builds a graph only when it is
             expanded; False builds every child (the slow reference it must equal).
+        model: the cost model to search under (a spec or a `CostModel`); None: the
+            graph's own (`Graph.with_cost_model`), else the process default. The result's
+            graph carries the graph's own model on.
         store_ops: incremental backtracking keeps at most this many ops' worth of
             expanded graphs (at least 4 graphs) and rebuilds evicted ones by replaying
             rewrites, so memory stays bounded whatever the budget.
@@ -213,15 +223,15 @@ def search(graph: Graph, method: str = "backtracking", *, alpha: float = 1.05, b
         return eqsat_search(graph, alpha=alpha, budget=budget, rules=rules, model=model, **eqsat_options)
     if eqsat_options:
         raise ValueError(f"options {sorted(eqsat_options)} are for method 'eqsat' only")
-    rule_set = _rules(rules)
+    rule_set = resolve_rules(rules)
     start = time.perf_counter()
-    core, stats = rule_set.core.search(method, graph._core, _core_model(model), alpha=alpha, budget=budget,
+    core, stats = rule_set.core.search(method, graph.core, core_cost_model(model, graph), alpha=alpha, budget=budget,
                                        max_steps=max_steps, max_ops=max_ops, max_states=max_states,
                                        incremental=incremental, store_ops=store_ops)
     seconds = time.perf_counter() - start
     names = rule_set.names()
     return SearchResult(
-        graph=_wrap(graph, core), method=method, initial_cost=stats["initial_cost"],
+        graph=rewritten(graph, core), method=method, initial_cost=stats["initial_cost"],
         final_cost=stats["final_cost"], seconds=seconds, expansions=stats["expansions"],
         graphs_seen=stats["graphs_seen"], applied=stats["applied"], complete=stats["complete"],
         graphs_built=stats["graphs_built"], peak_graphs_stored=stats["peak_graphs_stored"],

@@ -130,11 +130,11 @@ def _each(items: list[str], unit: str, attempt, errors: tuple[type[BaseException
 def search_graphs_here(specs: list[str], math: str, dims: dict[str, int] | None = None) -> dict:
     """In this process: an executor of each graph of `specs` with a convolution built and
     run once (what the child of `graph_search_in_child` does)."""
-    import taso_env as te
     from taso_env.gpu import cuda_backend
+    from taso_env.graphs import load
 
     def build(spec: str) -> None:
-        graph = te.graphs.load(spec, dims=dims)
+        graph = load(spec, dims=dims)
         if has_convolution(graph):
             cuda_backend.measure(graph, warmup=1, repeats=1, math=math, opaque="host")
 

@@ -285,7 +285,7 @@ def op_configs(graph) -> list[tuple[int, str, str, float]]:
     (computing, not constant-folded)."""
     from taso_env import _core
 
-    return _core.op_signatures(graph._core, _core.AnalyticModel("h100"))
+    return _core.op_signatures(graph.core, _core.AnalyticModel("h100"))
 
 
 def random_rewrites(graph, count: int, *, max_steps: int = 30, seed: int = 0, rules=None) -> list:

@@ -233,7 +233,7 @@ class Executor:
         seed: seed of the device-side random data.
         plan: the implementation choices per op (taso_env.tuning, docs/tuning.md):
             "auto" (default) runs the tuned plan stored for this graph, device and math
-            mode if there is one (taso_env.tuning.plan_store), else the executor's own
+            mode if there is one (taso_env.gpu.plan_store), else the executor's own
             choices; None always the executor's own; or a {op id: {knob: value}} dict.
         arena_offset: bytes (a multiple of ARENA_ALIGN) every tensor is shifted by in the
             executor's device arena: where tensors lie moves the runtime slightly
@@ -257,14 +257,14 @@ class Executor:
         if isinstance(plan, str):
             if plan != "auto":
                 raise ValueError(f"plan must be 'auto', None or a {{op id: choices}} mapping, got {plan!r}")
-            from taso_env.tuning import plan_store
+            from taso_env.gpu import plan_store
 
             plan = plan_store.lookup(graph, self.math)
         #: the tuning plan this executor runs ({} = the executor's own choices)
         self.plan = {int(k): dict(v) for k, v in (plan or {}).items()}
         if arena_offset < 0:  # (the executor refuses a misaligned one)
             raise ValueError(f"arena_offset must be a non-negative multiple of {ARENA_ALIGN} bytes, got {arena_offset}")
-        self._ex = mod.GpuExecutor(graph._core, self.math, self.opaque_ids, seed, self.plan,
+        self._ex = mod.GpuExecutor(graph.core, self.math, self.opaque_ids, seed, self.plan,
                                    _known_scalars(graph, self._weights), arena_offset)
         for name, value in self._weights.items():
             self._ex.set_source(name, np.asarray(value))
@@ -382,12 +382,12 @@ def measure_op_costs(graph: Graph, math: str = "fp32") -> tuple[list[tuple[str, 
         (rows, skipped): rows are (signature, op type, ms, analytic ms); skipped lists
         the signatures of ops the GPU cannot run (opaque ops).
     """
-    return require().measure_ops(graph._core, _check_math(math))
+    return require().measure_ops(graph.core, _check_math(math))
 
 
 def measure_op(graph: Graph, op_id: int, math: str = "fp32") -> float:
     """GPU time (ms) of op `op_id` of `graph` in isolation."""
-    return require().measure_op(graph._core, op_id, _check_math(math))
+    return require().measure_op(graph.core, op_id, _check_math(math))
 
 
 def measure_signature(signature: str, math: str = "fp32") -> float:
@@ -404,14 +404,14 @@ def install_measurer(core_table_model, math: str = "fp32") -> None:
 def measure_op_launch(graph: Graph, op_id: int, threads: int, items_per_thread: int, math: str = "fp32") -> float:
     """GPU time (ms) of op `op_id` in isolation with our kernels launched with `threads`
     per block and `items_per_thread` elements per thread."""
-    return require().measure_op(graph._core, op_id, _check_math(math), threads=threads,
+    return require().measure_op(graph.core, op_id, _check_math(math), threads=threads,
                                 items_per_thread=items_per_thread)
 
 
 def fusion_sites(graph: Graph, host_fed_ops=()) -> list[dict]:
     """The convolutions whose epilogue the executor fuses by default: [{conv, last, mid,
     residual, activation}] (op ids; mid -1 when none)."""
-    return require().graph_fusion_sites(graph._core, list(host_fed_ops))
+    return require().graph_fusion_sites(graph.core, list(host_fed_ops))
 
 
 def conv_choice_space(graph: Graph, conv_id: int, fused_epilogue: bool, host_fed_ops=(),
@@ -420,4 +420,4 @@ def conv_choice_space(graph: Graph, conv_id: int, fused_epilogue: bool, host_fed
     a pointwise convolution the cuBLASLt GEMM path (conv_algo 100), for a depthwise one
     our own kernel (conv_algo 101), each timed as the executor runs it:
     [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
-    return require().conv_choice_space(graph._core, conv_id, fused_epilogue, list(host_fed_ops), _check_math(math))
+    return require().conv_choice_space(graph.core, conv_id, fused_epilogue, list(host_fed_ops), _check_math(math))

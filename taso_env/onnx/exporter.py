@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from taso_env import dtypes, errors
-from taso_env.engine.graph import Graph, OpInfo, TensorRef
+from taso_env.engine.graph import Graph, OpInfo, TensorRef, register_onnx_exporter
 
 MIN_OPSET = 17
 GELU_OPSET = 20
@@ -241,3 +241,6 @@ def export_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: i
 
 
 __all__ = ["choose_opset", "export_onnx"]
+
+
+register_onnx_exporter(export_onnx)  # Graph.export_onnx (the engine) calls it through the registry

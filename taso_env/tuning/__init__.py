@@ -4,8 +4,10 @@
   parameters of our own kernels), configs as integer genes, validity, plans.
 - `records`: HDF5 tuning records and their replay (sum of measured parts).
 - `measurer`: records a graph's space on the GPU; measures configs live.
-- `plan_store`: the best plan per (graph, device, math mode), reused by new processes.
-- `tuners`: random, grid, GA, XGBoost tuners; `gadqn`: the GA-DQN tuner (TensorFlow).
+- `tuners`: random, grid, GA, XGBoost tuners, and the registry the learned ones plug
+  into (the GA-DQN: `tuner_agents.gadqn`, registered by `import tuner_agents`).
+- `driver`: the record / tune / benchmark / experiment modes of `rlflow tune`.
 
-Nothing here imports TensorFlow except `gadqn`.
+The best plan per (graph, device, math mode) is kept by `taso_env.gpu.plan_store`,
+beside the executor that runs it. Nothing here imports TensorFlow.
 """

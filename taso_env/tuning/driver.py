@@ -81,7 +81,7 @@ def load_records(cfg: TuneConfig, graph: str) -> TuningRecords:
 
 # -- record -----------------------------------------------------------------------------
 def record(cfg: TuneConfig, log: Log = print) -> dict:
-    import taso_env as te
+    from taso_env.graphs import load as load_graph
     from taso_env.tuning.measurer import record_graph
 
     out = {}
@@ -92,7 +92,7 @@ def record(cfg: TuneConfig, log: Log = print) -> dict:
             log(f"{name}: records exist at {path} (kept; delete the file to re-record)")
             rec = TuningRecords.load(path)
         else:
-            rec = record_graph(te.graphs.load(resolve_graph(spec)), name, cfg.math, log=log,
+            rec = record_graph(load_graph(resolve_graph(spec)), name, cfg.math, log=log,
                                samples_uniform=int(cfg.record["samples_uniform"]),
                                samples_local=int(cfg.record["samples_local"]))
             rec.save(path)
@@ -151,12 +151,12 @@ def tune_live(cfg: TuneConfig, spec: str, rec: TuningRecords, log: Log) -> dict:
     plan of the graph's records (the first population is these two and mutants of them);
     the best plan and the default are then re-measured alternately (7 each) and the plan
     is stored if its median is faster."""
-    import taso_env as te
-    from taso_env.tuning import plan_store
+    from taso_env.gpu import plan_store
+    from taso_env.graphs import load as load_graph
     from taso_env.tuning.measurer import LiveMeasurer, host_fed_ops, measure_plan
 
     name, seed = graph_name(spec), cfg.seeds[0]
-    graph = te.graphs.load(resolve_graph(spec))
+    graph = load_graph(resolve_graph(spec))
     host_fed = host_fed_ops(graph)
     space = rec.space
     params = dict(cfg.tuner_params.get(cfg.live_tuner, {}))

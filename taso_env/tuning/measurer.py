@@ -57,7 +57,7 @@ def measure_plan(graph, plan: dict, math: str, host_fed: Sequence[int] = (), war
                  repeats: int = 20) -> float:
     """Whole-graph median ms of `graph` run with `plan` (CUDA-graph replay; device-side
     random data, no weight upload)."""
-    ex = cb.require().GpuExecutor(graph._core, math, list(host_fed), 0, plan)
+    ex = cb.require().GpuExecutor(graph.core, math, list(host_fed), 0, plan)
     try:
         return float(ex.measure(warmup, repeats, 0)["median_ms"])
     finally:
@@ -90,7 +90,7 @@ def record_graph(graph, name: str, math: str = "tf32", *, opaque: str = "host", 
     fixed: list[tuple[int, str, float]] = []
     conv_knob: dict[int, int] = {}
     conv_cache: dict[tuple, list[dict]] = {}
-    ex = cb.require().GpuExecutor(graph._core, math, host_fed, 0, {})
+    ex = cb.require().GpuExecutor(graph.core, math, host_fed, 0, {})
     defaults = ex.conv_choices()
     ex.close()
     unmatched = 0
@@ -144,7 +144,7 @@ def record_graph(graph, name: str, math: str = "tf32", *, opaque: str = "host", 
             "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "default_unmatched": unmatched,
             "host_fed_ops": len(host_fed), "launch_choices": [list(c) for c in LAUNCH_CHOICES]}
     try:
-        from taso_env.tuning.plan_store import graph_key
+        from taso_env.gpu.plan_store import graph_key
 
         meta["graph_key"] = graph_key(graph)
     except Exception:  # noqa: BLE001 - the key is informative only

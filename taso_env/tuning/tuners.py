@@ -7,13 +7,14 @@
 
 `RandomTuner`, `GridTuner`, `GATuner` (AutoTVM GATuner: elitism, fitness-proportional
 parents, here two-point crossover and per-gene mutation) and `XGBTuner` (an XGBoost
-cost model ranks mutated / random candidates). GA-DQN lives in `gadqn` (TensorFlow).
+cost model ranks mutated / random candidates). GA-DQN lives on the learning side
+(`tuner_agents.gadqn`, TensorFlow) and is registered here (`register_tuner`).
 No tuner here imports TensorFlow; `XGBTuner` imports xgboost when built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -308,8 +309,28 @@ class XGBTuner(Tuner):
         return out
 
 
+TunerFactory = Callable[..., Tuner]
+"""`factory(space, seed, **params)` -> a Tuner."""
+
+_registered: dict[str, TunerFactory] = {}
+
+# Tuners that live on the learning side and the package whose import registers them.
+LEARNED_TUNERS = {"gadqn": "tuner_agents"}
+
+
+def register_tuner(name: str, factory: TunerFactory) -> None:
+    """Makes `make_tuner(name, ...)` call `factory(space, seed, **params)`: how the learned
+    tuners (`tuner_agents`, TensorFlow) plug into this framework, which imports none."""
+    _registered[name] = factory
+
+
 def make_tuner(name: str, space: TuningSpace, seed: int = 0, **params) -> Tuner:
-    """A tuner by name: random, grid, ga, xgb, gadqn (GA-DQN needs TensorFlow)."""
+    """A tuner by name: random, grid, ga, xgb, or a registered one (gadqn, registered by
+    `import tuner_agents`; needs TensorFlow).
+
+    Raises:
+        TuningError: an unknown name, or a learned tuner whose package was not imported.
+    """
     if name == "random":
         return RandomTuner(space, seed)
     if name == "grid":
@@ -318,11 +339,13 @@ def make_tuner(name: str, space: TuningSpace, seed: int = 0, **params) -> Tuner:
         return GATuner(space, seed, **params)
     if name == "xgb":
         return XGBTuner(space, seed, **params)
-    if name == "gadqn":
-        from taso_env.tuning.gadqn import GADQNTuner
-
-        return GADQNTuner(space, seed, **params)
-    raise TuningError(f"unknown tuner {name!r}; known: random, grid, ga, xgb, gadqn")
+    if name in _registered:
+        return _registered[name](space, seed, **params)
+    if name in LEARNED_TUNERS:
+        raise TuningError(f"tuner {name!r} is a learned tuner: `import {LEARNED_TUNERS[name]}` registers it "
+                          "(rlflow tune does)")
+    known = ["random", "grid", "ga", "xgb", *_registered]
+    raise TuningError(f"unknown tuner {name!r}; known: {', '.join(known)}")
 
 
 def run_tuner(tuner: Tuner, measure, budget: int, batch: int = 8, on_batch=None) -> list[float]:
