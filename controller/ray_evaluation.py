@@ -15,6 +15,9 @@ graph that does not match its original in onnxruntime, a missing checkpoint) sto
 evaluation with that error. The learned agents (controller, model_free) read the run
 folder on the worker: on a cluster of several machines the run folder must be at the
 same path on every node (a shared filesystem), and every node needs rlflow installed.
+Workers import the rlflow the driver imports, also where the driver runs in a source
+checkout, and a job runs in the driver's working folder, so that relative graph and
+cost-table paths mean what they mean to the driver (taso_env.ray_cluster).
 """
 
 from __future__ import annotations
@@ -34,21 +37,24 @@ class RayEvaluationError(TasoEnvError, RuntimeError):
     """A (graph, agent) job failed on a Ray worker; the message carries its traceback."""
 
 
-def rlflow_evaluate_job(config, run_dir: str | None, spec: str, agent: str) -> tuple[list, dict[str, bytes]]:
-    """The Ray task: evaluates `agent` on graph `spec` in a temporary folder; returns its
-    rows and {file name: bytes} of the graphs/ folder it wrote.
+def rlflow_evaluate_job(config, run_dir: str | None, spec: str, agent: str,
+                        driver_folder: str | None = None) -> tuple[list, dict[str, bytes]]:
+    """The Ray task: evaluates `agent` on graph `spec` in a temporary folder, working in
+    `driver_folder` (the driver's working folder); returns its rows and {file name:
+    bytes} of the graphs/ folder it wrote.
 
     The job's own summaries are thrown away, so a job whose agent needs no TensorFlow
     (the search baselines, random) keeps TensorFlow out of the worker: the evaluation
     then skips its TensorBoard summary, as it does wherever TensorFlow is absent."""
     from controller.evaluation import LEARNED, evaluate
+    from taso_env.ray_cluster import working_folder
 
     job = replace(config, graphs=(spec,), agents=(agent,))
     block_tf = agent not in LEARNED and "tensorflow" not in sys.modules
     if block_tf:
         sys.modules["tensorflow"] = None  # `import tensorflow` raises ImportError
     try:
-        with tempfile.TemporaryDirectory(prefix="rlflow_eval_") as tmp:
+        with working_folder(driver_folder), tempfile.TemporaryDirectory(prefix="rlflow_eval_") as tmp:
             rows = evaluate(job, run_dir, tmp)
             folder = Path(tmp) / "graphs"
             files = {p.name: p.read_bytes() for p in sorted(folder.glob("*.onnx"))}
@@ -87,7 +93,8 @@ def evaluate_on_ray(config, run_dir: str | Path | None, out_dir: str | Path, add
         ray = import_ray()
         task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, retry_exceptions=False)(rlflow_evaluate_job)
         config_ref = ray.put(config)
-        pending = {task.remote(config_ref, run, spec, agent): (spec, agent) for spec, agent in jobs}
+        folder = os.getcwd()
+        pending = {task.remote(config_ref, run, spec, agent, folder): (spec, agent) for spec, agent in jobs}
         bar = tqdm(total=len(jobs), unit="job", disable=not (sys.stderr.isatty() if progress is None else progress))
         try:
             with bar:

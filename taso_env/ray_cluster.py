@@ -22,16 +22,29 @@ When this process is already connected to Ray, that connection is used and left 
 ("local", "auto" or its own address; another address is refused).
 A local Ray gets an object store of LOCAL_OBJECT_STORE_BYTES (episodes are small and
 fetched at once) instead of 30% of the memory.
+
+Workers import the rlflow this process imports. Ray puts the working folder of the
+process that calls ray.init first on its workers' module path; run in a source checkout
+of rlflow beside an installed rlflow, the workers would import the checkout's packages,
+whose compiled modules are not built there (`cannot import name '_core' from partially
+initialized module 'taso_env'`). Where the working folder holds such a copy
+(`shadowing_packages`), ray.init runs in an empty temporary folder instead, kept until
+the end of the block (a local Ray's processes work in it). Tasks that read paths run in
+the driver's working folder (`working_folder`), so a relative path means on a worker
+what it meant to the driver.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import ipaddress
 import logging
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +54,7 @@ from taso_env.errors import ConfigError, TasoEnvError
 LOCAL = "local"  # the address of `--ray` without a value
 LOOPBACK_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 LOCAL_OBJECT_STORE_BYTES = 512 * 2**20
+PACKAGES = ("taso_env", "worldmodel", "controller", "tuner_agents", "rlflow")  # what a worker may import
 
 
 class RayUnavailableError(ConfigError):
@@ -106,21 +120,66 @@ def ray_cluster(address: str, *, num_cpus: int | None = None) -> Iterator[Cluste
                                   f"it cannot also join {address!r}")
         yield cluster
         return
-    if address == LOCAL:
-        _start_local(ray, num_cpus)
-    else:
+    if address != LOCAL:
         _check_reachable(address)
-        try:
-            with _loopback_switch(on=_is_loopback_address(address)):
-                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-        except Exception as err:  # ConnectionError, ValueError, RuntimeError, ... from ray.init
-            hint = "" if os.environ.get("RAY_AUTH_MODE") else \
-                " (a cluster with token authentication, Ray's default, is joined with RAY_AUTH_MODE=token set)"
-            raise RayClusterError(f"cannot join the Ray cluster at {address!r}: {err}{hint}") from None
+    spare = tempfile.mkdtemp(prefix="rlflow_ray_") if shadowing_packages(os.getcwd()) else None
     try:
-        yield _cluster(ray, started=address == LOCAL)
+        with working_folder(spare):  # ray.init records the folder as the workers' first import path
+            if address == LOCAL:
+                _start_local(ray, num_cpus)
+            else:
+                _join(ray, address)
+        try:
+            yield _cluster(ray, started=address == LOCAL)
+        finally:
+            ray.shutdown()
     finally:
-        ray.shutdown()
+        if spare:
+            shutil.rmtree(spare, ignore_errors=True)
+
+
+def shadowing_packages(folder: str | os.PathLike) -> list[str]:
+    """The packages of rlflow that this process imports from elsewhere and `folder`
+    holds another copy of (a source checkout's root, where rlflow is installed): those
+    a process with `folder` first on its module path would import instead."""
+    found = []
+    for name in PACKAGES:
+        copy = os.path.join(folder, name)
+        if not os.path.isfile(os.path.join(copy, "__init__.py")):
+            continue
+        module = sys.modules.get(name)
+        spec = module.__spec__ if module is not None else importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        if origin and not os.path.samefile(os.path.dirname(origin), copy):
+            found.append(name)
+    return found
+
+
+@contextmanager
+def working_folder(folder: str | None) -> Iterator[None]:
+    """Runs the block in `folder` and returns to the current working folder after it;
+    a `folder` that is None or not on this machine (a node of a cluster without the
+    driver's filesystem) leaves the working folder as it is."""
+    if not folder or not os.path.isdir(folder):
+        yield
+        return
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _join(ray, address: str) -> None:
+    """ray.init of the cluster at `address`; RayClusterError if that fails."""
+    try:
+        with _loopback_switch(on=_is_loopback_address(address)):
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    except Exception as err:  # ConnectionError, ValueError, RuntimeError, ... from ray.init
+        hint = "" if os.environ.get("RAY_AUTH_MODE") else \
+            " (a cluster with token authentication, Ray's default, is joined with RAY_AUTH_MODE=token set)"
+        raise RayClusterError(f"cannot join the Ray cluster at {address!r}: {err}{hint}") from None
 
 
 def _cluster(ray, started: bool) -> Cluster:

@@ -2,19 +2,22 @@
 controller/ray_evaluation.py, taso_env/ray_cluster.py) on a real local Ray with 2 worker
 CPUs, started once for the module exactly as `--ray` without an address starts it:
 byte-identical episodes against the local path, a worker killed mid-run, a driver
-killed with SIGKILL and rerun, evaluation equal to the local one, and nothing listening
-beyond 127.0.0.1."""
+killed with SIGKILL and rerun, evaluation equal to the local one, nothing listening
+beyond 127.0.0.1, and the installed `rlflow collect --ray` / `rlflow evaluate --ray` run
+from the repository root, from an unbuilt source checkout and from an unrelated folder."""
 
 import filecmp
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import h5py
 import pytest
@@ -28,6 +31,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
 GRAPHS = ("squeezenet", "nasrnn")
 EPISODES = 40
 TASK_TITLE = "ray::rlflow_collect_episode"  # a Ray worker's process title while it plays an episode
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +227,80 @@ else:
     raise AssertionError("no RayUnavailableError")
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+
+
+def _source_checkout(folder: Path) -> Path:
+    """A copy of the repository's Python packages without compiled modules, as a clone is
+    before it is built: a process that imports taso_env from it fails at `_core`."""
+    for name in ("taso_env", "worldmodel", "controller", "tuner_agents", "rlflow"):
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, folder / name,
+                            ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", "csrc", "*.cpp"))
+    return folder
+
+
+def _installed_rlflow() -> str:
+    """The `rlflow` command installed beside this interpreter (as the README runs it;
+    `python -m rlflow` would put the working folder first on its own module path)."""
+    command = Path(sys.executable).parent / "rlflow"
+    if not command.is_file():
+        pytest.skip(f"no rlflow command beside {sys.executable}")
+    return str(command)
+
+
+def test_shadowing_packages_names_other_copies_only(tmp_path):
+    import taso_env
+    from taso_env.ray_cluster import shadowing_packages
+
+    checkout = _source_checkout(tmp_path / "checkout")
+    assert {"taso_env", "controller", "worldmodel", "rlflow"} <= set(shadowing_packages(checkout))
+    assert shadowing_packages(Path(taso_env.__file__).resolve().parent.parent) == []  # the copy imported
+    assert shadowing_packages(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["repository root", "unbuilt source checkout", "unrelated folder"])
+def test_installed_ray_commands_run_from_any_folder(cluster, tmp_path, where):
+    """`rlflow collect --ray` and `rlflow evaluate --ray` with the working folder at the
+    repository root (under tests/run_all.sh rlflow is installed, and the root is a second,
+    unbuilt copy of its packages), at a copy of the sources without compiled modules (that
+    case in every setup) and at a folder without rlflow: the Ray workers import the rlflow
+    the driver imports, and read a relative ONNX path in the driver's working folder (the
+    cluster's workers work in tests/)."""
+    rlflow = _installed_rlflow()
+    if where == "repository root":
+        folder, graph = REPO, "squeezenet"  # nothing is written into the repository
+    else:
+        folder = _source_checkout(tmp_path / "checkout") if where == "unbuilt source checkout" \
+            else tmp_path / "elsewhere"
+        (folder / "models").mkdir(parents=True)
+        shutil.copy(REPO / "data" / "models" / "squeezenet1_1.onnx", folder / "models" / "mine.onnx")
+        graph = os.path.join("models", "mine.onnx")
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}  # joining by address: Ray's token authentication
+    out = tmp_path / "rollouts.h5"
+    collect = subprocess.run([rlflow, "collect", "--graphs", graph, "--episodes", "4", "--horizon", "5", "--seed", "3",
+                              "--workers", "2", "--out", str(out), "--ray", cluster.address],
+                             cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert collect.returncode == 0, collect.stderr
+    assert "4 episodes (4 collected now" in collect.stdout and "; ray " in collect.stdout
+    assert RolloutReader(str(out)).episode_ids == [0, 1, 2, 3]
+    evaluate = subprocess.run([rlflow, "evaluate", "--graphs", graph, "--agents", "greedy", "random",
+                               "--random-episodes", "1", "--horizon", "5", "--out", str(tmp_path / "eval"),
+                               "--ray", cluster.address],
+                              cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert evaluate.returncode == 0, evaluate.stderr
+    rows = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert sorted(r["agent"] for r in rows) == ["greedy", "random"]
+    assert len(list((tmp_path / "eval" / "graphs").glob("*.onnx"))) == 3  # the original and both agents' graphs
+
+
+def test_private_ray_from_an_unbuilt_source_checkout(tmp_path):
+    """The README's `rlflow collect --ray` (a Ray started and stopped by the run) with an
+    unbuilt copy of the sources as the working folder, as in a fresh clone."""
+    rlflow = _installed_rlflow()
+    checkout = _source_checkout(tmp_path / "checkout")
+    done = subprocess.run([rlflow, "collect", "--graphs", "squeezenet", "--episodes", "2", "--horizon", "5",
+                           "--seed", "3", "--workers", "1", "--out", "x.h5", "--ray"],
+                          cwd=checkout, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "(local 127.0.0.1, 1 workers)" in done.stdout
+    assert RolloutReader(str(checkout / "x.h5")).episode_ids == [0, 1]

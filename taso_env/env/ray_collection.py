@@ -18,12 +18,15 @@ path:
 
 At most WINDOW_PER_WORKER tasks per worker are in flight, so the driver's memory does
 not grow with the run, and every worker process keeps its environment between tasks
-(built once per worker, as a local worker does).
+(built once per worker, as a local worker does). Workers import the rlflow the driver
+imports, also where the driver runs in a source checkout, and resolve relative paths
+(an ONNX graph, a cost table) in the driver's working folder (taso_env.ray_cluster).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 
 from taso_env.env.collection import (
@@ -42,16 +45,21 @@ WINDOW_PER_WORKER = 2  # tasks in flight per worker: one running, one queued
 _worker_state: dict[str, tuple] = {}  # in a Ray worker process: config -> (env, policy)
 
 
-def rlflow_collect_episode(cfg: CollectConfig, meta: RolloutMeta, episode_id: int) -> EncodedEpisode:
+def rlflow_collect_episode(cfg: CollectConfig, meta: RolloutMeta, episode_id: int,
+                           driver_folder: str | None = None) -> EncodedEpisode:
     """The Ray task: plays episode `episode_id` in this worker's environment (made on
-    the worker's first task of this config) and returns its encoded file."""
+    the worker's first task of this config, in `driver_folder`, the driver's working
+    folder) and returns its encoded file."""
+    from taso_env.ray_cluster import working_folder
+
     key = cfg.to_json()
-    if key not in _worker_state:
-        _worker_state.clear()
-        env = make_env(cfg)
-        _worker_state[key] = (env, make_collect_policy(cfg, env))
-    env, policy = _worker_state[key]
-    return play_encoded(cfg, env, policy, meta, episode_id)
+    with working_folder(driver_folder):
+        if key not in _worker_state:
+            _worker_state.clear()
+            env = make_env(cfg)
+            _worker_state[key] = (env, make_collect_policy(cfg, env))
+        env, policy = _worker_state[key]
+        return play_encoded(cfg, env, policy, meta, episode_id)
 
 
 def ray_episodes(cfg: CollectConfig, meta: RolloutMeta, todo: list[int],
@@ -67,12 +75,13 @@ def ray_episodes(cfg: CollectConfig, meta: RolloutMeta, todo: list[int],
         window = WINDOW_PER_WORKER * workers
         task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, retry_exceptions=False)(rlflow_collect_episode)
         cfg_ref, meta_ref = ray.put(cfg), ray.put(meta)
+        folder = os.getcwd()
         ids = iter(todo)
         pending: dict = {}
 
         def submit() -> None:
             for i in itertools.islice(ids, window - len(pending)):
-                pending[task.remote(cfg_ref, meta_ref, i)] = i
+                pending[task.remote(cfg_ref, meta_ref, i, folder)] = i
 
         submit()
         try:
