@@ -14,7 +14,22 @@ engine's registries: the ONNX exporter behind `Graph.export_onnx` and the `table
 `cuda` cost models behind `make_cost_model`.
 """
 
-from taso_env import errors, graphs, rules
+try:
+    from taso_env import _core  # noqa: F401  (the compiled engine, built by pip install)
+except ImportError as _err:
+    import os as _os
+    from importlib.machinery import EXTENSION_SUFFIXES as _SUFFIXES
+
+    _here = _os.path.dirname(_os.path.abspath(__file__))
+    if any(_os.path.isfile(_os.path.join(_here, "_core" + s)) for s in _SUFFIXES):  # built, but does not load
+        raise
+    raise ImportError(
+        f"taso_env was imported from {_here}, a source checkout whose compiled engine (_core) is not built. "
+        "`python -m` and `python -c` put the working folder first on the module path, ahead of an installed "
+        "rlflow: use the `rlflow` command (or `python -P -m rlflow`, Python 3.11+), run from another folder, "
+        "or build the checkout in place with `pip install -e .`") from _err
+
+from taso_env import errors, graphs, rules  # noqa: E402  (after the engine's check)
 from taso_env.engine.builder import GraphBuilder, Tensor
 from taso_env.engine.cost_model import (
     AnalyticCostModel,

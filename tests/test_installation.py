@@ -2,6 +2,7 @@
 the `rlflow` command and its manners, the shipped data, the scripts as thin faces."""
 
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,21 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.mark.skipif(not os.environ.get("RLFLOW_TEST_INSTALLED"), reason="only under tests/run_all.sh")
 def test_tests_import_the_installed_package_not_the_source_tree():
     assert not Path(taso_env.__file__).resolve().is_relative_to(REPO), taso_env.__file__
+
+
+def test_an_unbuilt_checkout_on_the_module_path_says_so_and_what_to_run(tmp_path):
+    """`python -c` and `python -m` put the working folder first on the module path, so in
+    a source checkout they import its packages ahead of the installed ones; where its
+    engine is not built, the ImportError says that instead of a circular import."""
+    shutil.copytree(REPO / "taso_env", tmp_path / "taso_env",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", "csrc"))
+    # -S: no site-packages, whose editable-install finder would find an engine built elsewhere
+    done = subprocess.run([sys.executable, "-S", "-c", "import taso_env"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"taso_env was imported from {tmp_path / 'taso_env'}, a source checkout whose compiled engine" \
+           in done.stderr, done.stderr
+    assert "use the `rlflow` command" in done.stderr
 
 
 def test_shipped_data_is_found():
