@@ -185,9 +185,15 @@ main() {
         install="FAILED"; ok=0
     fi
     if [[ $backend == ok ]]; then
-        run_stage "CUDA tests" "$TESTS_LIMIT_S" run_cuda_tests || true
+        local tests_rc=0
+        run_stage "CUDA tests" "$TESTS_LIMIT_S" run_cuda_tests || tests_rc=$?
         tests=$(test_counts)
         [[ $tests =~ ^[1-9][0-9]*\ passed,\ 0\ failed ]] || ok=0
+        if [[ $tests_rc -eq 124 || $tests_rc -eq 137 ]]; then
+            tests="TIMED OUT after $TESTS_LIMIT_S s ($tests)"; ok=0
+        elif [[ $tests_rc -ne 0 && $tests_rc -ne 1 ]]; then  # 1: some test failed, counted above
+            tests="pytest exit $tests_rc ($tests)"; ok=0
+        fi
         local bench_rc=0
         run_stage "bench_vs_pytorch ($BENCH_MODELS)" "$BENCH_LIMIT_S" run_bench || bench_rc=$?
         echo "--- the benchmark's rows (stderr):"
