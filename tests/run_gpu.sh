@@ -12,7 +12,7 @@
 #
 # The log goes to PATH, else $OUT/gpu_test_log.txt where OUT is set, else
 # ./gpu_test_log.txt. Settings from the environment:
-#   PYTHON                  the interpreter (default python3); it needs setuptools, wheel,
+#   PYTHON                  the interpreter (default python3); it needs setuptools,
 #                           Cython, numpy, onnx, h5py, pytest and torch (for the benchmark)
 #   RLFLOW_CMAKE_ARGS       CMake flags of the build (default: the system compiler, and a
 #                           missing CUDA part is an install error: -DRLFLOW_CUDA=ON)
@@ -98,8 +98,8 @@ run_stage() {
 }
 
 install_rlflow() {
-    "$PY" -c 'import setuptools, wheel, Cython' 2> /dev/null || {
-        echo "the build needs setuptools, wheel and Cython in $PY (installed without build isolation)"
+    "$PY" -c 'import setuptools, Cython' 2> /dev/null || {
+        echo "the build needs setuptools and Cython in $PY (it runs without build isolation)"
         return 1
     }
     RLFLOW_CMAKE_ARGS="$CMAKE_ARGS" "$PY" -m pip install --no-build-isolation --no-deps --no-cache-dir \
