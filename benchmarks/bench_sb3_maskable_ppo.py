@@ -4,7 +4,8 @@ env's flat-action form, beside rlflow's model-free agent, random and greedy.
 
     pip install ".[env]" torch stable-baselines3 sb3-contrib      # no TensorFlow needed
     python benchmarks/bench_sb3_maskable_ppo.py [--graphs nasrnn] [--real-steps 2000]
-        [--horizon 20] [--seeds 0 1 2] [--model-free-python PYTHON] [--out FILE.json]
+        [--horizon 20] [--seeds 0 1 2] [--model-free-python PYTHON] [--curve-every N]
+        [--out FILE.json]
 
 MaskablePPO (`MultiInputPolicy`) trains on `FlatCandidateActions(GraphRewriteEnv(graphs))`
 with the full observation: the graph arrays and the per-action `candidates` rows (rule
@@ -32,9 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import BaseCallback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit  # noqa: E402
@@ -45,27 +48,58 @@ from taso_env.env.policies import GreedyPolicy, RandomPolicy  # noqa: E402
 from taso_env.env.rewrite_env import FlatCandidateActions, GraphRewriteEnv  # noqa: E402
 
 
-def flat_env(graphs, horizon: int) -> FlatCandidateActions:
-    return FlatCandidateActions(GraphRewriteEnv(list(graphs), horizon=horizon), max_candidates=512)
+def flat_env(graphs, horizon: int, observation: str, sizes: tuple[int, int] | None = None) -> gymnasium.Env:
+    """The flat form; observation "full" (graph arrays + candidates) or "candidates" (the
+    candidates rows and globals only, as examples/maskable_ppo.py). `sizes` fixes the
+    observation's (max_nodes, max_edges): a policy plays on the shapes it trained on."""
+    max_nodes, max_edges = sizes or (None, None)
+    env = FlatCandidateActions(GraphRewriteEnv(list(graphs), horizon=horizon, max_nodes=max_nodes,
+                                               max_edges=max_edges), max_candidates=512)
+    if observation == "candidates":
+        return gymnasium.wrappers.FilterObservation(env, ["candidates", "globals"])
+    return env
 
 
-def train(graphs, real_steps: int, horizon: int, seed: int) -> tuple[MaskablePPO, float]:
-    """MaskablePPO trained for `real_steps` env steps; returns it and the seconds taken."""
-    env = flat_env(graphs, horizon)
+class LearningCurve(BaseCallback):
+    """Every `every` training steps, the deterministic policy's speedup on each graph (its
+    episodes run on envs of their own: not training steps, and not counted as such)."""
+
+    def __init__(self, graphs, every: int, eval_horizon: int, observation: str):
+        super().__init__()
+        self.graphs, self.every, self.eval_horizon = list(graphs), every, eval_horizon
+        self.observation = observation
+        self.points: list[dict] = []
+        self._next = every
+
+    def _on_step(self) -> bool:
+        if self.every and self.num_timesteps >= self._next:
+            self._next += self.every
+            self.points.append({"real_steps": self.num_timesteps, **{
+                g: play_trained(self.model, g, self.eval_horizon, self.observation)[0] for g in self.graphs}})
+        return True
+
+
+def train(graphs, real_steps: int, horizon: int, seed: int, observation: str,
+          curve: LearningCurve | None = None) -> tuple[MaskablePPO, float]:
+    """MaskablePPO trained for `real_steps` env steps; returns it and the seconds taken
+    (learning-curve episodes included)."""
+    env = flat_env(graphs, horizon, observation)
     model = MaskablePPO("MultiInputPolicy", env, n_steps=min(512, real_steps), batch_size=128,
                         learning_rate=3e-4, ent_coef=0.01, seed=seed, verbose=0)
+    model.observation_sizes = (env.unwrapped.max_nodes, env.unwrapped.max_edges)
     start = time.perf_counter()
-    model.learn(total_timesteps=real_steps)
+    model.learn(total_timesteps=real_steps, callback=curve)
     return model, time.perf_counter() - start
 
 
-def play_trained(model: MaskablePPO, graph: str, horizon: int) -> tuple[float, int]:
+def play_trained(model: MaskablePPO, graph: str, horizon: int, observation: str) -> tuple[float, int]:
     """(speedup, steps) of the deterministic policy's episode on `graph`."""
-    env = flat_env([graph], horizon)
+    env = flat_env([graph], horizon, observation, model.observation_sizes)
     obs, info = env.reset(seed=0)
     done, steps = False, 0
     while not done:
-        action = int(model.predict(obs, action_masks=env.action_masks(), deterministic=True)[0])
+        mask = env.get_wrapper_attr("action_masks")()
+        action = int(model.predict(obs, action_masks=mask, deterministic=True)[0])
         obs, _, terminated, truncated, info = env.step(action)
         steps += 1
         done = terminated or truncated
@@ -109,17 +143,26 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--model-free-python", default=None,
                         help="an interpreter with rlflow and TensorFlow for the model-free row")
+    parser.add_argument("--curve-every", type=int, default=0,
+                        help="record the deterministic policy's speedup every N training steps")
+    parser.add_argument("--observation", choices=("full", "candidates"), default="full",
+                        help="full: graph arrays + candidates (the model-free agent's inputs); candidates: "
+                             "only the candidates rows and globals (the example's)")
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON line here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
 
     rows = []
-    trained = {}
+    trained, curves = {}, {}
     for seed in args.seeds:
-        model, seconds = train(args.graphs, args.real_steps, args.horizon, seed)
+        curve = (LearningCurve(args.graphs, args.curve_every, args.eval_horizon, args.observation)
+                 if args.curve_every else None)
+        model, seconds = train(args.graphs, args.real_steps, args.horizon, seed, args.observation, curve)
+        if curve is not None:
+            curves[seed] = curve.points
         for graph in args.graphs:
-            trained[(graph, seed)] = (*play_trained(model, graph, args.eval_horizon), seconds)
+            trained[(graph, seed)] = (*play_trained(model, graph, args.eval_horizon, args.observation), seconds)
     free = (model_free_rows(args.model_free_python, args.graphs, args.real_steps, args.horizon,
                             args.eval_horizon, args.seeds) if args.model_free_python else {})
     for graph in args.graphs:
@@ -135,7 +178,8 @@ def main(argv=None) -> None:
     columns = ["graph", "real_steps", "sb3_maskable_ppo", "sb3_min", "sb3_max", "model_free", "random", "greedy",
                "sb3_steps", "train_s"]
     extra = {"seeds": args.seeds, "horizon": args.horizon, "eval_horizon": args.eval_horizon,
-             "observation": "full (graph arrays + candidates)", "cost_model": "analytic:h100"}
+             "observation": args.observation, "cost_model": "analytic:h100",
+             **({"learning_curves": curves} if curves else {})}
     emit("sb3_maskable_ppo", rows, columns, **extra)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

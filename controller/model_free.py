@@ -33,7 +33,7 @@ from controller.configs import ModelFreeConfig
 from taso_env.env.rewrite_env import GraphRewriteEnv
 from taso_env.run_folder import RunFolder
 from worldmodel.graph_vae import _mlp, mean_and_max
-from worldmodel.graphs_tuple import batch_observations, to_graphs_tuple
+from worldmodel.graphs_tuple import batch_observations, placeholder_observation, to_graphs_tuple
 
 MODEL_FREE_DIR = "model_free"
 NEG_INF = -1e9
@@ -126,17 +126,9 @@ class ModelFreeAgent:
 
 def _net(n_rules: int, config: ModelFreeConfig) -> CandidateScorer:
     net = CandidateScorer(n_rules, config.hidden, config.message_passing_steps)
-    gt = to_graphs_tuple(batch_observations([_dummy_observation()]))
+    gt = to_graphs_tuple(batch_observations([placeholder_observation()]))
     net(gt, tf.zeros([1, 1], tf.int32), tf.zeros([1, 1]), tf.ones([1, 1], tf.bool))  # build variables
     return net
-
-
-def _dummy_observation() -> dict:
-    from taso_env.env.features import EDGE_DIM, GLOBAL_DIM, NODE_DIM
-
-    return {"nodes": np.zeros((1, NODE_DIM), np.float32), "edges": np.zeros((0, EDGE_DIM), np.float32),
-            "senders": np.zeros(0, np.int32), "receivers": np.zeros(0, np.int32),
-            "globals": np.zeros(GLOBAL_DIM, np.float32), "n_node": 1, "n_edge": 0}
 
 
 def load_model_free_agent(run_dir: str | Path, env) -> ModelFreeAgent:

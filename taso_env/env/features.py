@@ -117,7 +117,7 @@ def candidate_features(rule_ids: np.ndarray, first_ops: np.ndarray, cost_deltas:
 
 def graph_size(graph: Graph) -> tuple[int, int]:
     """(nodes, edges) that `graph` needs in an observation."""
-    return graph._core.sizes()
+    return graph.core.sizes()
 
 
 def graph_features(graph: Graph, *, op_costs: np.ndarray, initial_cost: float, step: int,
@@ -127,7 +127,7 @@ def graph_features(graph: Graph, *, op_costs: np.ndarray, initial_cost: float, s
     Raises:
         ObservationLimitError: the graph needs more rows than max_nodes / max_edges.
     """
-    types, constant, is_output, senders, receivers, dims, ranks, numels = graph._core.structure()
+    types, constant, is_output, senders, receivers, dims, ranks, numels = graph.core.structure()
     n, e = len(types), len(senders)
     if n > max_nodes or e > max_edges:
         raise ObservationLimitError(

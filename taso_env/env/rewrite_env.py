@@ -125,7 +125,8 @@ class GraphRewriteEnv(gymnasium.Env):
         self.rules = rules if rules is not None else rules_module.default()
         self.n_rules = len(self.rules)
         self.cost_model = make_cost_model(config.cost_model)
-        self._graphs = [load_graph(s, **config.graph_kwargs) for s in specs]
+        # each graph prices itself (and what rewriting makes of it) by the env's model
+        self._graphs = [load_graph(s, **config.graph_kwargs).with_cost_model(self.cost_model) for s in specs]
         sizes = [features.graph_size(g) for g in self._graphs]
         largest_n, largest_e = max(n for n, _ in sizes), max(e for _, e in sizes)
         self.max_nodes = config.max_nodes or largest_n + min(4 * config.horizon, max(largest_n, 256))
