@@ -32,9 +32,55 @@ cdef extern from "common.h" namespace "taso::cuda":
         size_t cudnn_version
         int cublas_version
 
+    cdef cppclass AlgoSearch:
+        bool cudnn_find
+        bool log
+
     DeviceInfo device_info() except +raise_cuda_error
     int device_count()
     pair[size_t, size_t] memory_info() except +raise_cuda_error
+
+
+cdef extern from "planning.h" namespace "taso::cuda":
+    size_t kNoOffset
+
+    cdef enum class StepCall(int):
+        kOp
+        kFusedConv
+        kGemm
+        kChain
+        kStridedCopy
+
+    cdef cppclass ArenaPlan:
+        vector[vector[size_t]] offsets
+        vector[char] alias
+        size_t bytes
+
+    cdef cppclass ConstantFolding:
+        vector[char] constant
+        vector[int] folded
+
+    cdef cppclass InPlaceViews:
+        vector[int] in_place_concats
+        vector[int] in_place_splits
+        vector[vector[size_t]] offsets
+
+    cdef cppclass PlannedStep:
+        int op
+        StepCall call
+        bool constant
+        vector[int] ops
+
+    cdef cppclass PlanningReport:
+        vector[char] host_fed
+        vector[char] needed
+        ArenaPlan arena
+        ConstantFolding constants
+        vector[int] fused_into
+        vector[int] fused_kind
+        int fused_ops
+        InPlaceViews in_place
+        vector[PlannedStep] steps
 
 
 cdef extern from "executor.h" namespace "taso::cuda":
@@ -54,6 +100,8 @@ cdef extern from "executor.h" namespace "taso::cuda":
         map[int, OpPlan] plan
         map[int, double] known_scalars
         size_t arena_offset
+        bool fuse
+        AlgoSearch algo_search
 
     cdef cppclass Measurement:
         double median_ms
@@ -80,6 +128,11 @@ cdef extern from "executor.h" namespace "taso::cuda":
         const vector[int]& fused_kind()
         const vector[int]& in_place_concats()
         const map[int, OpPlan]& conv_choices()
+        const PlanningReport& planning()
+
+
+cdef extern from "planning.h" namespace "taso::cuda":
+    PlanningReport planning_report(const Graph& graph, const ExecutorOptions& options) except +raise_cuda_error
 
 
 cdef extern from "op_measure.h" namespace "taso::cuda":
@@ -89,6 +142,8 @@ cdef extern from "op_measure.h" namespace "taso::cuda":
         int repeats
         int threads
         int items_per_thread
+        bool fuse
+        AlgoSearch algo_search
 
     cdef cppclass OpCost:
         string signature
@@ -98,9 +153,11 @@ cdef extern from "op_measure.h" namespace "taso::cuda":
 
     double measure_op_ms(const Op& op, const vector[TensorType]& input_types, MathMode math,
                          const OpMeasureOptions& options) except +raise_cuda_error
-    vector[OpCost] measure_graph_ops(const Graph& graph, MathMode math, vector[string]* skipped) except +raise_cuda_error
+    vector[OpCost] measure_graph_ops(const Graph& graph, MathMode math, vector[string]* skipped,
+                                     const OpMeasureOptions& options) except +raise_cuda_error
     size_t op_cache_size()
-    void install_cuda_measurer(TableCostModel& model, MathMode math) except +raise_cuda_error
+    void install_cuda_measurer(TableCostModel& model, MathMode math,
+                               const OpMeasureOptions& options) except +raise_cuda_error
 
 
 cdef extern from "library_ops.h" namespace "taso::cuda":
@@ -126,6 +183,8 @@ cdef extern from "tuning.h" namespace "taso::cuda":
         bool residual
         int activation
 
-    vector[FusionSite] fusion_sites(const Graph& graph, const vector[int]& host_fed_ops) except +raise_cuda_error
+    vector[FusionSite] fusion_sites(const Graph& graph, const vector[int]& host_fed_ops,
+                                    bool fuse) except +raise_cuda_error
     vector[ConvAlgo] conv_candidates(const Graph& graph, int conv_id, bool fused_epilogue,
-                                     const vector[int]& host_fed_ops, MathMode math) except +raise_cuda_error
+                                     const vector[int]& host_fed_ops, MathMode math,
+                                     const AlgoSearch& search) except +raise_cuda_error

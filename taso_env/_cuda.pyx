@@ -67,6 +67,81 @@ cdef string _s(obj) except *:
     return obj if isinstance(obj, bytes) else str(obj).encode("utf-8")
 
 
+def _switches(fuse, cudnn_find, tune_log):
+    """The backend's switches: each as the caller gives it, or from its environment
+    variable where None (taso_env.gpu.cuda_backend.backend_switches)."""
+    from taso_env.gpu import cuda_backend
+    return cuda_backend.backend_switches(fuse=fuse, cudnn_find=cudnn_find, tune_log=tune_log)
+
+
+cdef AlgoSearch _algo_search(switches) except *:
+    cdef AlgoSearch search
+    search.cudnn_find = switches.cudnn_find
+    search.log = switches.tune_log
+    return search
+
+
+cdef ExecutorOptions _executor_options(str math, host_fed_ops, unsigned long long seed, plan, known_scalars,
+                                       size_t arena_offset, switches) except *:
+    cdef ExecutorOptions opts
+    cdef OpPlan p
+    opts.math = _math(math)
+    opts.seed = seed
+    opts.replicas = 1
+    opts.arena_offset = arena_offset
+    opts.fuse = switches.fuse
+    opts.algo_search = _algo_search(switches)
+    for op_id in host_fed_ops:
+        opts.host_fed_ops.push_back(op_id)
+    for op_id, choice in (plan or {}).items():
+        p = _op_plan(choice)
+        opts.plan[<int>op_id] = p
+    for op_id, value in (known_scalars or {}).items():
+        opts.known_scalars[<int>op_id] = <double>value
+    return opts
+
+
+_STEP_CALLS = {0: "op", 1: "conv", 2: "gemm", 3: "chain", 4: "strided_copy"}
+_VIEW_STEP = 4  # step_plan.h's kViewStep: a strided view, computed by no step
+
+
+cdef dict _report(PlanningReport r):
+    """The planning passes' results as Python data (taso_env.gpu.cuda_backend.PlanningReport)."""
+    cdef size_t i
+    cdef PlannedStep step
+    n = r.needed.size()
+    offsets = {}
+    for i in range(n):
+        if r.needed[i]:
+            offsets[i] = [None if o == kNoOffset else o for o in r.in_place.offsets[i]]
+    steps = []
+    for step in r.steps:
+        steps.append({"op": step.op, "call": _STEP_CALLS[<int>step.call], "constant": step.constant,
+                      "ops": list(step.ops)})
+    return {
+        "host_fed": [i for i in range(n) if r.host_fed[i]],
+        "needed": [i for i in range(n) if r.needed[i]],
+        "arena_bytes": r.arena.bytes,
+        "aliases": [i for i in range(n) if r.arena.alias[i]],
+        "offsets": offsets,
+        "folded": list(r.constants.folded),
+        "strided_views": [i for i in range(n) if r.fused_kind[i] == _VIEW_STEP],
+        "in_place_concats": list(r.in_place.in_place_concats),
+        "in_place_splits": list(r.in_place.in_place_splits),
+        "fused_ops": r.fused_ops,
+        "steps": steps,
+    }
+
+
+def plan_graph(CoreGraph graph not None, str math="fp32", host_fed_ops=(), plan=None, known_scalars=None,
+               size_t arena_offset=0, fuse=None):
+    """What an executor of the graph with these options plans, pass by pass, computed
+    without a GPU (a dict; see taso_env.gpu.cuda_backend.PlanningReport)."""
+    cdef ExecutorOptions opts = _executor_options(math, host_fed_ops, 0, plan, known_scalars, arena_offset,
+                                                  _switches(fuse, None, None))
+    return _report(planning_report(deref(graph.g), opts))
+
+
 def num_devices():
     """Number of CUDA devices (0 when there is no driver or GPU)."""
     return device_count()
@@ -99,20 +174,9 @@ cdef class GpuExecutor:
     cdef object _dtypes
 
     def __cinit__(self, CoreGraph graph not None, str math="fp32", host_fed_ops=(), unsigned long long seed=0, plan=None,
-                  known_scalars=None, size_t arena_offset=0):
-        cdef ExecutorOptions opts
-        cdef OpPlan p
-        opts.math = _math(math)
-        opts.seed = seed
-        opts.replicas = 1
-        opts.arena_offset = arena_offset
-        for op_id in host_fed_ops:
-            opts.host_fed_ops.push_back(op_id)
-        for op_id, choice in (plan or {}).items():
-            p = _op_plan(choice)
-            opts.plan[<int>op_id] = p
-        for op_id, value in (known_scalars or {}).items():
-            opts.known_scalars[<int>op_id] = <double>value
+                  known_scalars=None, size_t arena_offset=0, fuse=None, cudnn_find=None, tune_log=None):
+        cdef ExecutorOptions opts = _executor_options(math, host_fed_ops, seed, plan, known_scalars, arena_offset,
+                                                      _switches(fuse, cudnn_find, tune_log))
         self.ex.reset(new Executor(deref(graph.g), opts))
 
     cdef Executor* _get(self) except NULL:
@@ -185,31 +249,46 @@ cdef class GpuExecutor:
     def arena_bytes(self):
         return self._get().arena_bytes()
 
+    def planning_report(self):
+        """What each planning pass decided for this executor (a dict, as plan_graph's)."""
+        return _report(self._get().planning())
+
     def __dealloc__(self):
         self.ex.reset()
 
 
-def measure_ops(CoreGraph graph not None, str math="fp32"):
-    """Measures every computing, non-constant op of the graph (each configuration once).
-
-    Returns (costs, skipped): costs = [(signature, op type, ms, analytic ms)], skipped =
-    signatures of ops the backend cannot run (opaque ops)."""
-    cdef vector[string] skipped
-    cdef vector[OpCost] costs = measure_graph_ops(deref(graph.g), _math(math), &skipped)
-    return ([(c.signature.decode(), c.op_type.decode(), c.ms, c.analytic_ms) for c in costs],
-            [s.decode() for s in skipped])
-
-
-def measure_op(CoreGraph graph not None, int op_id, str math="fp32", int copies=100, int warmup=2, int repeats=5,
-               int threads=0, int items_per_thread=0):
-    """Milliseconds of op `op_id` of the graph run in isolation (cached per signature and
-    launch parameters)."""
+cdef OpMeasureOptions _measure_options(int copies, int warmup, int repeats, int threads, int items_per_thread,
+                                       fuse, cudnn_find, tune_log) except *:
     cdef OpMeasureOptions o
+    switches = _switches(fuse, cudnn_find, tune_log)
     o.copies = copies
     o.warmup = warmup
     o.repeats = repeats
     o.threads = threads
     o.items_per_thread = items_per_thread
+    o.fuse = switches.fuse
+    o.algo_search = _algo_search(switches)
+    return o
+
+
+def measure_ops(CoreGraph graph not None, str math="fp32", fuse=None, cudnn_find=None, tune_log=None):
+    """Measures every computing, non-constant op of the graph (each configuration once).
+
+    Returns (costs, skipped): costs = [(signature, op type, ms, analytic ms)], skipped =
+    signatures of ops the backend cannot run (opaque ops)."""
+    cdef vector[string] skipped
+    cdef OpMeasureOptions o = _measure_options(100, 2, 5, 0, 0, fuse, cudnn_find, tune_log)
+    cdef vector[OpCost] costs = measure_graph_ops(deref(graph.g), _math(math), &skipped, o)
+    return ([(c.signature.decode(), c.op_type.decode(), c.ms, c.analytic_ms) for c in costs],
+            [s.decode() for s in skipped])
+
+
+def measure_op(CoreGraph graph not None, int op_id, str math="fp32", int copies=100, int warmup=2, int repeats=5,
+               int threads=0, int items_per_thread=0, fuse=None, cudnn_find=None, tune_log=None):
+    """Milliseconds of op `op_id` of the graph run in isolation (cached per signature and
+    launch parameters)."""
+    cdef OpMeasureOptions o = _measure_options(copies, warmup, repeats, threads, items_per_thread, fuse, cudnn_find,
+                                               tune_log)
     cdef Op op = deref(graph.g).op(op_id)
     cdef vector[TensorType] types
     for r in op.inputs:
@@ -217,41 +296,42 @@ def measure_op(CoreGraph graph not None, int op_id, str math="fp32", int copies=
     return measure_op_ms(op, types, _math(math), o)
 
 
-def measure_signature(str signature, str math="fp32", int copies=100, int warmup=2, int repeats=5):
+def measure_signature(str signature, str math="fp32", int copies=100, int warmup=2, int repeats=5, fuse=None,
+                      cudnn_find=None, tune_log=None):
     """Milliseconds of the op configuration `signature` (op_signature's format) run in
     isolation, as measure_op does."""
-    cdef OpMeasureOptions o
-    o.copies = copies
-    o.warmup = warmup
-    o.repeats = repeats
+    cdef OpMeasureOptions o = _measure_options(copies, warmup, repeats, 0, 0, fuse, cudnn_find, tune_log)
     cdef vector[TensorType] types
     cdef Op op = op_from_signature(signature.encode(), &types)
     return measure_op_ms(op, types, _math(math), o)
 
 
-def install_measurer(TableModel model, str math="fp32"):
+def install_measurer(TableModel model, str math="fp32", fuse=None, cudnn_find=None, tune_log=None):
     """Makes the table model measure its misses on this GPU and store them."""
-    install_cuda_measurer(deref(model.model), _math(math))
+    cdef OpMeasureOptions o = _measure_options(100, 2, 5, 0, 0, fuse, cudnn_find, tune_log)
+    install_cuda_measurer(deref(model.model), _math(math), o)
 
 
-def graph_fusion_sites(CoreGraph graph not None, host_fed_ops=()):
-    """The convolutions whose epilogue the executor fuses by default:
-    [{conv, last, mid, residual, activation}] (op ids; mid -1 when none)."""
+def graph_fusion_sites(CoreGraph graph not None, host_fed_ops=(), fuse=None):
+    """The convolutions whose epilogue the executor fuses by default (none without
+    `fuse`): [{conv, last, mid, residual, activation}] (op ids; mid -1 when none)."""
     cdef vector[int] hf
     for i in host_fed_ops:
         hf.push_back(i)
-    cdef vector[FusionSite] sites = fusion_sites(deref(graph.g), hf)
+    cdef vector[FusionSite] sites = fusion_sites(deref(graph.g), hf, _switches(fuse, None, None).fuse)
     return [{"conv": s.conv, "last": s.last, "mid": s.mid, "residual": s.residual, "activation": s.activation}
             for s in sites]
 
 
-def conv_choice_space(CoreGraph graph not None, int conv_id, bint fused_epilogue, host_fed_ops=(), str math="fp32"):
+def conv_choice_space(CoreGraph graph not None, int conv_id, bint fused_epilogue, host_fed_ops=(), str math="fp32",
+                      tune_log=None):
     """Every cuDNN choice for Conv2D `conv_id` (and the GEMM path, algorithm 100, for a
     pointwise one; our kernel, algorithm 101, for a depthwise one), timed as the executor runs it:
     [{conv_algo, conv_math, conv_fused_call, workspace, ms}]."""
     cdef vector[int] hf
     for i in host_fed_ops:
         hf.push_back(i)
-    cdef vector[ConvAlgo] c = conv_candidates(deref(graph.g), conv_id, fused_epilogue, hf, _math(math))
+    cdef AlgoSearch search = _algo_search(_switches(None, None, tune_log))
+    cdef vector[ConvAlgo] c = conv_candidates(deref(graph.g), conv_id, fused_epilogue, hf, _math(math), search)
     return [{"conv_algo": a.algo, "conv_math": a.math, "conv_fused_call": int(a.fused), "workspace": a.workspace,
              "ms": a.ms} for a in c]

@@ -59,6 +59,42 @@ class UnsupportedGraphError(CudaBackendError, UnsupportedOpError):
 #: Alignment of every device tensor (bytes); an executor's `arena_offset` is a multiple of it.
 ARENA_ALIGN = 256
 
+#: Conveniences of the command line: where a caller leaves a switch of the backend unset
+#: (None), its variable sets it. RLFLOW_FUSE=0 turns executor fusion off; RLFLOW_CUDNN_FIND=0
+#: takes cuDNN's heuristic convolution algorithm instead of timing the candidates;
+#: RLFLOW_TUNE_LOG (any value) prints each algorithm choice and timing to stderr.
+FUSE_ENV = "RLFLOW_FUSE"
+CUDNN_FIND_ENV = "RLFLOW_CUDNN_FIND"
+TUNE_LOG_ENV = "RLFLOW_TUNE_LOG"
+
+
+@dataclass(frozen=True)
+class BackendSwitches:
+    """Switches of the executor and the per-op measurements (C++ ExecutorOptions).
+
+    Attributes:
+        fuse: executor fusions (conv and GEMM epilogues, element-wise chains, strided
+            views, in-place Concats and Splits); False runs every op alone, for comparison.
+        cudnn_find: time cuDNN's algorithms for a convolution not cached yet; False takes
+            cuDNN's heuristic choice.
+        tune_log: print each algorithm choice and timing to stderr.
+    """
+
+    fuse: bool = True
+    cudnn_find: bool = True
+    tune_log: bool = False
+
+
+def backend_switches(fuse: bool | None = None, cudnn_find: bool | None = None,
+                     tune_log: bool | None = None) -> BackendSwitches:
+    """The switches as given, each None read from its environment variable (FUSE_ENV,
+    CUDNN_FIND_ENV: "0" turns it off; TUNE_LOG_ENV: set turns it on), read at each call."""
+    return BackendSwitches(
+        fuse=os.environ.get(FUSE_ENV) != "0" if fuse is None else bool(fuse),
+        cudnn_find=os.environ.get(CUDNN_FIND_ENV) != "0" if cudnn_find is None else bool(cudnn_find),
+        tune_log=TUNE_LOG_ENV in os.environ if tune_log is None else bool(tune_log))
+
+
 ALGO_CACHE_ENV = "RLFLOW_CONV_ALGO_CACHE"
 GEMM_ALGO_CACHE_ENV = "RLFLOW_GEMM_ALGO_CACHE"
 _CACHE_KINDS = {ALGO_CACHE_ENV: "conv", GEMM_ALGO_CACHE_ENV: "gemm"}
@@ -178,6 +214,73 @@ class Measurement:
     samples_ms: list[float] = field(default_factory=list, repr=False)
 
 
+@dataclass(frozen=True)
+class PlannedStep:
+    """One step of an executor's run (planning.h's build_step_plan).
+
+    Attributes:
+        op: the op whose output the step writes (steps run in op id order).
+        call: "op" (the op's own kernel), "conv" (a convolution with its epilogue),
+            "gemm" (a cuBLASLt GEMM with its folded ops), "chain" (element-wise ops in one
+            kernel) or "strided_copy" (a view op that must run).
+        constant: folded: run once before the first run, not per run.
+        ops: every op whose work the step does, `op` included, in id order.
+    """
+
+    op: int
+    call: str
+    constant: bool
+    ops: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PlanningReport:
+    """What each of the executor's planning passes decided (taso_env/csrc/gpu/planning.h).
+
+    Attributes:
+        needed: ops the graph outputs need (needed_ops), in id order.
+        host_fed: ops whose outputs the host provides.
+        arena_bytes: bytes of the device arena (plan_arena).
+        aliases: Reshape-likes whose output is their input's buffer (plan_arena).
+        offsets: {needed op: [byte offset in the arena per output]} as the steps use them
+            (after place_views); None for an output not stored.
+        folded: ops computed once, before the first run (plan_constant_folding).
+        strided_views: views (Transposes, constant Gathers) that run no step: their
+            readers read the data strided (fuse_steps).
+        in_place_concats: Concats whose producers write into their slices (place_views).
+        in_place_splits: Splits whose parts are slices of their input (place_views).
+        fused_ops: ops that run no step of their own.
+        steps: the steps, per run and folded, in the order they run (build_step_plan).
+    """
+
+    needed: tuple[int, ...]
+    host_fed: tuple[int, ...]
+    arena_bytes: int
+    aliases: tuple[int, ...]
+    offsets: dict[int, tuple[int | None, ...]]
+    folded: tuple[int, ...]
+    strided_views: tuple[int, ...]
+    in_place_concats: tuple[int, ...]
+    in_place_splits: tuple[int, ...]
+    fused_ops: int
+    steps: tuple[PlannedStep, ...]
+
+    @classmethod
+    def from_backend(cls, raw: Mapping[str, Any]) -> PlanningReport:
+        """The report from the compiled module's dict (GpuExecutor.planning_report)."""
+        steps = tuple(PlannedStep(s["op"], s["call"], bool(s["constant"]), tuple(s["ops"])) for s in raw["steps"])
+        return cls(needed=tuple(raw["needed"]), host_fed=tuple(raw["host_fed"]), arena_bytes=int(raw["arena_bytes"]),
+                   aliases=tuple(raw["aliases"]), offsets={k: tuple(v) for k, v in raw["offsets"].items()},
+                   folded=tuple(raw["folded"]), strided_views=tuple(raw["strided_views"]),
+                   in_place_concats=tuple(raw["in_place_concats"]), in_place_splits=tuple(raw["in_place_splits"]),
+                   fused_ops=int(raw["fused_ops"]), steps=steps)
+
+    def step_of(self, op: int) -> PlannedStep | None:
+        """The step that does op `op`'s work (None: a source, host-fed op, alias, view,
+        in-place Concat or Split, or an op no output needs)."""
+        return next((s for s in self.steps if op in s.ops), None)
+
+
 def _opaque_ops(graph: Graph) -> list[int]:
     needed, stack = set(), [r.op for r in graph.outputs]
     while stack:
@@ -238,6 +341,8 @@ class Executor:
         arena_offset: bytes (a multiple of ARENA_ALIGN) every tensor is shifted by in the
             executor's device arena: where tensors lie moves the runtime slightly
             (`interleaved_measurement` samples it).
+        fuse, cudnn_find, tune_log: the backend's switches (BackendSwitches); None takes
+            each from its environment variable (`backend_switches`).
 
     Raises:
         CudaUnavailableError, UnsupportedGraphError, CudaBackendError.
@@ -245,7 +350,8 @@ class Executor:
 
     def __init__(self, graph: Graph, *, math: str = "fp32", weights: Mapping[str, np.ndarray] | None = None,
                  opaque: str = "error", seed: int = 0, plan: str | Mapping[int, Mapping[str, int]] | None = "auto",
-                 arena_offset: int = 0):
+                 arena_offset: int = 0, fuse: bool | None = None, cudnn_find: bool | None = None,
+                 tune_log: bool | None = None):
         if opaque not in ("error", "host"):
             raise ValueError(f"opaque must be 'error' or 'host', got {opaque!r}")
         mod = require()
@@ -264,8 +370,11 @@ class Executor:
         self.plan = {int(k): dict(v) for k, v in (plan or {}).items()}
         if arena_offset < 0:  # (the executor refuses a misaligned one)
             raise ValueError(f"arena_offset must be a non-negative multiple of {ARENA_ALIGN} bytes, got {arena_offset}")
+        #: the switches this executor was built with
+        self.switches = backend_switches(fuse, cudnn_find, tune_log)
         self._ex = mod.GpuExecutor(graph.core, self.math, self.opaque_ids, seed, self.plan,
-                                   _known_scalars(graph, self._weights), arena_offset)
+                                   _known_scalars(graph, self._weights), arena_offset, self.switches.fuse,
+                                   self.switches.cudnn_find, self.switches.tune_log)
         for name, value in self._weights.items():
             self._ex.set_source(name, np.asarray(value))
 
@@ -345,6 +454,12 @@ class Executor:
         what the table cost model's fused-step rules (taso/epilogue.h) price."""
         return self._ex.fused_steps
 
+    def planning_report(self) -> PlanningReport:
+        """What each planning pass decided for this executor: needed ops, arena, folded
+        constants, strided views, in-place Concats and Splits, and the steps with the ops
+        each computes."""
+        return PlanningReport.from_backend(self._ex.planning_report())
+
     def conv_choices(self) -> dict[int, dict[str, int]]:
         """{Conv2D op id: {conv_algo, conv_math, conv_fused_call, fuse}}: what each
         convolution step runs."""
@@ -359,6 +474,28 @@ class Executor:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def planning_report(graph: Graph, *, math: str = "fp32", weights: Mapping[str, np.ndarray] | None = None,
+                    opaque: str = "error", plan: Mapping[int, Mapping[str, int]] | None = None, arena_offset: int = 0,
+                    fuse: bool | None = None) -> PlanningReport:
+    """What an `Executor` of `graph` with these arguments plans, pass by pass, computed on
+    the host: it needs the compiled backend, not a GPU.
+
+    Raises:
+        CudaUnavailableError: the backend is not built here.
+    """
+    if opaque not in ("error", "host"):
+        raise ValueError(f"opaque must be 'error' or 'host', got {opaque!r}")
+    try:
+        from taso_env import _cuda
+    except ImportError as err:
+        raise CudaUnavailableError(f"the CUDA backend is not built in this installation ({err})") from err
+    known = _known_scalars(graph, {**graph.weights, **(weights or {})})
+    host_fed = _opaque_ops(graph) if opaque == "host" else []
+    raw = _cuda.plan_graph(graph.core, _check_math(math), host_fed, {int(k): dict(v) for k, v in (plan or {}).items()},
+                           known, arena_offset, backend_switches(fuse=fuse).fuse)
+    return PlanningReport.from_backend(raw)
 
 
 def run(graph: Graph, feeds: Mapping[str, np.ndarray], **kwargs) -> dict[str, np.ndarray]:

@@ -65,6 +65,16 @@ int float_storage(MathMode m);
 // `float_dtype` (other dtypes are stored as they are).
 inline int stored_dtype(int dtype, int float_dtype) { return dtype == kFloat32 ? float_dtype : dtype; }
 
+// How convolutions and GEMMs choose their algorithm the first time a configuration is
+// seen in the process (ExecutorOptions::algo_search, OpMeasureOptions::algo_search).
+struct AlgoSearch {
+  // Time cuDNN's candidates for a convolution (false: take cuDNN's heuristic choice,
+  // nothing timed).
+  bool cudnn_find = true;
+  // Print each configuration's cache verdict and each timed candidate to stderr.
+  bool log = false;
+};
+
 // Owning device allocation (cudaMalloc / cudaFree); movable, not copyable.
 class DeviceBuffer {
  public:

@@ -192,7 +192,7 @@ GraphConv::GraphConv(const GraphConvShape& shape) : d_(std::make_unique<Descript
   };
   DeviceBuffer bx = zeroed(prod(shape.x) * esize), bw = zeroed(prod(shape.w) * esize);
   DeviceBuffer by = zeroed(prod(shape.y) * esize);
-  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  const bool log = shape.log;
   int64_t best = -1;
   ms_ = -1;
   for (int64_t i = 0; i < returned; ++i) {

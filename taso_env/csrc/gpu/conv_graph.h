@@ -19,6 +19,7 @@ struct GraphConvShape {
   std::vector<int64_t> x, w, y;  // NCHW input (already padded where pads are asymmetric), [K, C/g, R, S], NCHW output
   std::vector<int64_t> strides{1, 1}, pads{0, 0}, dilations{1, 1};  // pads: symmetric (top, left)
   MathMode math = MathMode::kFP16;  // tensors stored as float_storage(math); float32 accumulation
+  bool log = false;                 // print each engine's time to stderr (AlgoSearch::log)
 };
 
 class GraphConv {

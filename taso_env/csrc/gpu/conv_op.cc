@@ -134,7 +134,7 @@ ConvOp::ConvOp(const ConvConfig& cfg) : cfg_(cfg) {
                     "|b" + std::to_string(cfg.bias) + "|r" + std::to_string(cfg.residual) + "|a" +
                     std::to_string(cfg.activation) + "|" + math_mode_name(cfg.math) + (pointwise_ ? "|lt" : "") +
                     (depthwise_ ? "|dw" : "");
-  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  const bool log = cfg.search.log;
   if (is_16bit(cfg.math) && cfg.forced_algo < 0 && !cfg.timings && choose_16bit(key + "|graph", xin, pad_h, pad_w))
     return;
   if (cfg.timings) {  // the whole space, for tuning records: no cache
@@ -201,9 +201,8 @@ void ConvOp::choose_cached(const std::string& key, bool log, const std::vector<i
   if (cached) algo_ = *found;
   if (log) std::fprintf(stderr, "rlflow conv %s cached %d\n", key.c_str(), cached ? 1 : 0);
   if (!cached) {
-    // RLFLOW_CUDNN_FIND=0: cuDNN's heuristics instead of timing every algorithm.
-    const char* find_env = std::getenv("RLFLOW_CUDNN_FIND");
-    algo_ = find_env && std::string(find_env) == "0" ? heuristic() : tune(xin);
+    // Without cudnn_find: cuDNN's heuristics instead of timing every algorithm.
+    algo_ = cfg_.search.cudnn_find ? tune(xin) : heuristic();
     conv_cache().put(key, algo_);
     if (algo_.ms > 0) save_choice(key, algo_);
   }
@@ -263,7 +262,7 @@ ConvAlgo ConvOp::tune(const std::vector<int64_t>& xin, std::vector<ConvAlgo>* ti
   int returned = 0;
   RLFLOW_CUDNN(cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_desc_, w_desc_, conv_desc_, y_desc_,
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
-  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  const bool log = cfg_.search.log;
   if (log) std::fprintf(stderr, "rlflow conv find returned %d\n", returned);
   std::vector<std::pair<int, cudnnMathType_t>> cands;
   // Find's eager timings misjudge launch overhead but not by orders of magnitude: only
@@ -346,6 +345,7 @@ LtGemmConfig ConvOp::gemm_config() const {
   g.b = {c, hw, hw, 1, c * hw};
   g.d = {k, hw, hw, 1, k * hw};
   g.math = cfg_.math;
+  g.log = cfg_.search.log;
   return g;
 }
 
@@ -362,7 +362,8 @@ bool ConvOp::choose_16bit(const std::string& key, const std::vector<int64_t>& xi
   }
   try {
     graph_ = std::make_unique<GraphConv>(
-        GraphConvShape{xin, cfg_.w, cfg_.y, cfg_.strides, {pad_h, pad_w}, cfg_.dilations, cfg_.math});
+        GraphConvShape{xin, cfg_.w, cfg_.y, cfg_.strides, {pad_h, pad_w}, cfg_.dilations, cfg_.math,
+                       cfg_.search.log});
   } catch (const UnsupportedGraphError&) {
     return false;  // no graph-API engine (grouped convolutions, fp16 and bf16, on cuDNN 9.19)
   }

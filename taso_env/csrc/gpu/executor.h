@@ -1,13 +1,14 @@
 // Executes a taso::Graph on the GPU and measures it end to end.
 //
-// Construction plans the whole graph once: one device arena holds every tensor the
-// graph needs, library descriptors and parameter arrays are built, cuDNN algorithms
-// chosen, and every Input / Weight gets deterministic random data (replace it with
-// set_source). Ops whose value is known before run time (weights, constants and ops
-// computed only from them) run once before the first run, as deployment folds them;
-// run() and measure() execute the rest. measure() captures one run into a CUDA graph
-// on first use and times replays of it (warm-up, median of repeats). Everything is
-// freed by the destructor: repeated measurements do not grow device memory.
+// Construction plans the whole graph once (the passes of planning.h): one device arena
+// holds every tensor the graph needs, library descriptors and parameter arrays are built,
+// cuDNN algorithms chosen, and every Input / Weight gets deterministic random data
+// (replace it with set_source). Ops whose value is known before run time (weights,
+// constants and ops computed only from them) run once before the first run, as
+// deployment folds them; run() and measure() execute the rest. measure() captures one
+// run into a CUDA graph on first use and times replays of it (warm-up, median of
+// repeats). Everything is freed by the destructor: repeated measurements do not grow
+// device memory.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,11 @@ struct ExecutorOptions {
   // that must rank graphs differing by that much sample several placements
   // (taso_env/gpu/interleaved_measurement.py).
   size_t arena_offset = 0;
+  // false turns every executor fusion off (conv and GEMM epilogues, element-wise chains,
+  // strided views, in-place Concats and Splits), for comparison.
+  bool fuse = true;
+  // How the steps' convolutions and GEMMs choose their algorithms.
+  AlgoSearch algo_search;
 };
 
 struct Measurement {
@@ -89,7 +95,11 @@ struct StepResources {
   std::vector<DeviceBuffer> params;  // device parameter arrays owned by steps
   const std::map<int, OpPlan>* plan = nullptr;  // the executor's tuning plan (may be null)
   std::map<int, OpPlan> chosen;                  // Conv2D op id -> what its step runs
+  AlgoSearch algo_search;                        // the executor's options.algo_search
 };
+
+struct PlanningReport;  // planning.h
+struct StepPlan;        // step_plan.h
 
 class Executor {
  public:
@@ -117,15 +127,18 @@ class Executor {
 
   // Number of steps run per execution (compute ops not folded or host-fed).
   int num_steps() const { return static_cast<int>(steps_.size()); }
-  // Ops folded into a convolution's epilogue by the executor (fusion.h).
-  int fused_ops() const { return fused_ops_; }
+  // What each planning pass decided (planning.h).
+  const PlanningReport& planning() const { return *planning_; }
+  // Ops that run no step of their own (fused into another op's step, strided views,
+  // in-place Concats and Splits).
+  int fused_ops() const;
   // Per op: the op whose step computes it when that is another op's (the last op of its
   // convolution epilogue, GEMM fusion or element-wise chain; for a view, itself), else
   // -1; and that step's kind (step_plan.h's StepKind).
-  const std::vector<int>& fused_into() const { return fused_into_; }
-  const std::vector<int>& fused_kind() const { return fused_kind_; }
+  const std::vector<int>& fused_into() const;
+  const std::vector<int>& fused_kind() const;
   // The Concats that run no kernel (their producers write into their slices), in id order.
-  const std::vector<int>& in_place_concats() const { return in_place_concats_; }
+  const std::vector<int>& in_place_concats() const;
   // Conv2D op id -> the cuDNN choice its step runs (algorithm, math type, fused call).
   const std::map<int, OpPlan>& conv_choices() const { return res_->chosen; }
   size_t arena_bytes() const { return arena_.bytes(); }
@@ -142,6 +155,9 @@ class Executor {
   // A float32 device buffer of at least `bytes` for the casts of 16-bit modes, kept and
   // grown across calls (feeds and outputs pass through it on every run).
   void* staging(size_t bytes) const;
+  // Gives every source and host-fed op deterministic random data and compiles the
+  // planned steps (the last stage of construction).
+  void compile_steps(const StepPlan& fusion);
   void fold_constants();
   void enqueue_steps(cudaStream_t s) const;
   void capture();
@@ -149,16 +165,13 @@ class Executor {
 
   Graph graph_;
   ExecutorOptions options_;
-  std::vector<std::vector<size_t>> offsets_;  // per op, per output: arena offset (SIZE_MAX: none)
+  std::unique_ptr<PlanningReport> planning_;
   DeviceBuffer arena_;
   mutable DeviceBuffer staging_;
   std::unique_ptr<StepResources> res_;
   std::vector<Step> const_steps_;
   std::vector<Step> steps_;
   bool constants_dirty_ = true;
-  int fused_ops_ = 0;
-  std::vector<int> in_place_concats_;
-  std::vector<int> fused_into_, fused_kind_;
   cudaGraph_t cuda_graph_ = nullptr;
   cudaGraphExec_t cuda_graph_exec_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;

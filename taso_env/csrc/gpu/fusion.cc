@@ -4,9 +4,7 @@
 #include "kernels.h"
 #include "taso/epilogue.h"
 
-#include <cstdlib>
 #include <set>
-#include <string>
 #include <utility>
 
 namespace taso {
@@ -27,13 +25,12 @@ int epilogue_activation_code(const Op& op) {
 }  // namespace
 
 FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
-                             const std::vector<char>& constant, const std::vector<char>* no_fuse) {
+                             const std::vector<char>& constant, bool enabled, const std::vector<char>* no_fuse) {
   const int n = graph.num_ops();
   FusionPlan plan;
   plan.at.assign(n, {});
   plan.skip.assign(n, 0);
-  const char* env = std::getenv("RLFLOW_FUSE");
-  if (env && std::string(env) == "0") return plan;
+  if (!enabled) return plan;
   std::set<std::pair<int, int>> outputs;
   for (const TensorRef& r : graph.outputs()) outputs.insert({r.op, r.index});
   const auto consumers = graph.consumers();

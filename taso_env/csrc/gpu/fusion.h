@@ -28,11 +28,12 @@ struct FusionPlan {
   int fused_ops = 0;           // ops folded away
 };
 
-// RLFLOW_FUSE=0 in the environment turns fusion off (for comparison); convs marked in
-// `no_fuse` (a tuning plan's choice; may be null) keep their epilogue ops separate, and
-// no other conv folds those ops instead.
+// `enabled` false (ExecutorOptions::fuse) plans no fusion (for comparison); convs marked
+// in `no_fuse` (a tuning plan's choice; may be null) keep their epilogue ops separate,
+// and no other conv folds those ops instead.
 FusionPlan plan_conv_fusions(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
-                             const std::vector<char>& constant, const std::vector<char>* no_fuse = nullptr);
+                             const std::vector<char>& constant, bool enabled,
+                             const std::vector<char>* no_fuse = nullptr);
 
 }  // namespace cuda
 }  // namespace taso

@@ -293,6 +293,7 @@ Step compile_gemm(const Graph& graph, const GemmFusion& f, const ViewResolver& r
   p.c = f.has_residual ? c.data : nullptr;
   p.d = const_cast<void*>(d.data);
   cfg.relu = g.type == OpType::kMatMul && g.attrs.get_int("activation") == kActRelu;
+  cfg.log = res.algo_search.log;
   auto lt = std::make_shared<LtGemm>(cfg, p);
   return [pre = std::move(pre), post = std::move(post), lt](cudaStream_t s) {
     for (const Step& step : pre) step(s);

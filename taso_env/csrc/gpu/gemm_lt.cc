@@ -194,7 +194,7 @@ LtGemm::LtGemm(const LtGemmConfig& cfg, const LtGemmPointers& ptrs) : cfg_(cfg),
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || returned == 0)
     throw UnsupportedGraphError("cuBLASLt offers no algorithm for this GEMM");
-  const bool log = std::getenv("RLFLOW_TUNE_LOG") != nullptr;
+  const bool log = cfg_.log;
   if (log) std::fprintf(stderr, "rlflow gemm %s: %d candidates\n", key.c_str(), returned);
   float best = -1;
   for (int i = 0; i < returned; ++i) {

@@ -32,6 +32,7 @@ struct LtGemmConfig {
   bool residual = false;
   bool relu = false;
   MathMode math = MathMode::kFP32;
+  bool log = false;  // print the timed candidates to stderr (AlgoSearch::log)
 };
 
 // Whether cuBLASLt can read / write these layouts: one of each matrix's strides is 1

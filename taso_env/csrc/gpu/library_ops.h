@@ -63,6 +63,8 @@ struct ConvConfig {
   // When set, every candidate of the timed search is appended here with its time (the
   // op's whole tuning space, for tuning records); the cache is neither read nor written.
   std::vector<ConvAlgo>* timings = nullptr;
+  // How the algorithm is chosen when nothing is cached (ExecutorOptions::algo_search).
+  AlgoSearch search;
 };
 
 

@@ -43,10 +43,13 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
   std::string key = op_signature(op, input_types) + "#" + math_mode_name(math);
   if (options.threads || options.items_per_thread)
     key += "#t" + std::to_string(options.threads) + "x" + std::to_string(options.items_per_thread);
+  if (!options.fuse) key += "#unfused";
   if (auto cached = cache().find(key)) return *cached;
   ExecutorOptions eo;
   eo.math = math;
   eo.replicas = options.copies;
+  eo.fuse = options.fuse;
+  eo.algo_search = options.algo_search;
   if (options.threads || options.items_per_thread) {
     OpPlan& p = eo.plan[static_cast<int>(input_types.size())];  // the op follows its Inputs
     p.threads = options.threads;
@@ -61,7 +64,8 @@ double measure_op_ms(const Op& op, const std::vector<TensorType>& input_types, M
   return ms;
 }
 
-std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::vector<std::string>* skipped) {
+std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::vector<std::string>* skipped,
+                                      const OpMeasureOptions& options) {
   std::vector<char> constant = constant_ops(graph);
   AnalyticCostModel analytic(device_profile(math == MathMode::kFP32 ? "h100" : "h100-tf32"));  // tensor cores
   std::vector<OpCost> out;
@@ -74,7 +78,8 @@ std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::ve
     std::string sig = op_signature(op, in);
     if (!seen.insert(sig).second) continue;
     try {
-      out.push_back({sig, op_type_name(op.type), measure_op_ms(op, in, math), analytic.compute_cost_ms(op, in)});
+      out.push_back(
+          {sig, op_type_name(op.type), measure_op_ms(op, in, math, options), analytic.compute_cost_ms(op, in)});
     } catch (const UnsupportedGraphError&) {
       if (skipped) skipped->push_back(sig);
     }
@@ -84,10 +89,10 @@ std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::ve
 
 size_t op_cache_size() { return cache().size(); }
 
-void install_cuda_measurer(TableCostModel& model, MathMode math) {
-  model.set_measurer([math](const Op& op, const std::vector<TensorType>& in) -> double {
+void install_cuda_measurer(TableCostModel& model, MathMode math, const OpMeasureOptions& options) {
+  model.set_measurer([math, options](const Op& op, const std::vector<TensorType>& in) -> double {
     try {
-      return measure_op_ms(op, in, math);
+      return measure_op_ms(op, in, math, options);
     } catch (const UnsupportedGraphError&) {
       return -1.0;  // falls back to the analytic estimate and counts as a miss
     }

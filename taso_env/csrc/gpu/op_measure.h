@@ -21,6 +21,10 @@ struct OpMeasureOptions {
   // Launch parameters of our own kernels (0: the default 256 threads, 1 element each).
   int threads = 0;
   int items_per_thread = 0;
+  // The executor's fusions (ExecutorOptions::fuse; a one-op graph fuses only a Transpose
+  // into a strided copy) and algorithm search (ExecutorOptions::algo_search).
+  bool fuse = true;
+  AlgoSearch algo_search;
 };
 
 // Milliseconds of one execution of `op` with inputs of `input_types`. Throws
@@ -37,13 +41,14 @@ struct OpCost {
   double ms = 0;
   double analytic_ms = 0;
 };
-std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::vector<std::string>* skipped = nullptr);
+std::vector<OpCost> measure_graph_ops(const Graph& graph, MathMode math, std::vector<std::string>* skipped = nullptr,
+                                      const OpMeasureOptions& options = {});
 
 // Number of cached per-op measurements.
 size_t op_cache_size();
 
-// Makes `model` measure its misses on this GPU (the `cuda` cost model).
-void install_cuda_measurer(TableCostModel& model, MathMode math);
+// Makes `model` measure its misses on this GPU (the `cuda` cost model) with `options`.
+void install_cuda_measurer(TableCostModel& model, MathMode math, const OpMeasureOptions& options = {});
 
 }  // namespace cuda
 }  // namespace taso

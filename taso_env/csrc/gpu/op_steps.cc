@@ -76,6 +76,7 @@ Step compile_conv(const Graph& graph, int op_id, const std::vector<void*>& x, vo
   std::vector<TensorType> in;
   for (const TensorRef& r : op.inputs) in.push_back(graph.tensor_type(r));
   ConvConfig cfg = make_conv_config(op, in, residual != nullptr, activation, math);
+  cfg.search = res.algo_search;
   if (res.plan) {
     auto it = res.plan->find(op_id);
     if (it != res.plan->end() && it->second.conv_algo >= 0) {

@@ -10,7 +10,7 @@ StepPlan plan_steps(const Graph& graph, const std::vector<char>& needed, const s
                     int float_dtype) {
   const int n = graph.num_ops();
   StepPlan plan;
-  plan.convs = plan_conv_fusions(graph, needed, host_fed, constant, &no_fuse);
+  plan.convs = plan_conv_fusions(graph, needed, host_fed, constant, fuse, &no_fuse);
   // Ops a step computes that no earlier fusion took.
   std::vector<char> usable(n, 0);
   for (int id = 0; id < n; ++id)

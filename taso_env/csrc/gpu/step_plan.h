@@ -42,8 +42,8 @@ enum StepKind { kOwnStep = 0, kConvStep = 1, kGemmStep = 2, kChainStep = 3, kVie
 void record_fused_steps(const Graph& graph, const StepPlan& plan, std::vector<int>* into, std::vector<int>* kind);
 
 // needed / host_fed / constant / alias: per op, as the executor decided them; no_fuse:
-// convolutions a tuning plan keeps unfused; `fuse` false (RLFLOW_FUSE=0) keeps only what
-// runs without fusion (GEMMs through cuBLASLt with the op's own bias).
+// convolutions a tuning plan keeps unfused; `fuse` false (ExecutorOptions::fuse) keeps
+// only what runs without fusion (GEMMs through cuBLASLt with the op's own bias).
 StepPlan plan_steps(const Graph& graph, const std::vector<char>& needed, const std::vector<char>& host_fed,
                     const std::vector<char>& constant, const std::vector<char>& alias,
                     const std::vector<char>& no_fuse, const std::map<int, double>& known_scalars, bool fuse,

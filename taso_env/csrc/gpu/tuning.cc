@@ -2,6 +2,7 @@
 #include "tuning.h"
 
 #include "fusion.h"
+#include "planning.h"
 #include "taso/cost_model.h"
 #include "taso/errors.h"
 
@@ -10,30 +11,17 @@ namespace cuda {
 namespace {
 
 // The executor's view of the graph: which ops the outputs need, which are host-fed, which
-// are constant (executor.cc does the same walk).
+// are constant (the executor's planning passes, planning.h).
 struct GraphView {
   std::vector<char> needed, host_fed, constant;
 };
 
 GraphView view_of(const Graph& graph, const std::vector<int>& host_fed_ops) {
-  const int n = graph.num_ops();
+  for (int id : host_fed_ops)
+    if (id < 0 || id >= graph.num_ops()) throw IndexError("host-fed op id " + std::to_string(id) + " out of range");
   GraphView v;
-  v.needed.assign(n, 0);
-  v.host_fed.assign(n, 0);
-  for (int id : host_fed_ops) {
-    if (id < 0 || id >= n) throw IndexError("host-fed op id " + std::to_string(id) + " out of range");
-    v.host_fed[id] = 1;
-  }
-  std::vector<int> stack;
-  for (const TensorRef& r : graph.outputs()) stack.push_back(r.op);
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    if (v.needed[id]) continue;
-    v.needed[id] = 1;
-    if (v.host_fed[id]) continue;
-    for (const TensorRef& r : graph.op(id).inputs) stack.push_back(r.op);
-  }
+  v.host_fed = host_fed_mask(graph, host_fed_ops);
+  v.needed = needed_ops(graph, v.host_fed);
   v.constant = constant_ops(graph);
   return v;
 }
@@ -59,9 +47,9 @@ void validate_plan(const Graph& graph, const std::map<int, OpPlan>& plan) {
   }
 }
 
-std::vector<FusionSite> fusion_sites(const Graph& graph, const std::vector<int>& host_fed_ops) {
+std::vector<FusionSite> fusion_sites(const Graph& graph, const std::vector<int>& host_fed_ops, bool fuse) {
   GraphView v = view_of(graph, host_fed_ops);
-  FusionPlan plan = plan_conv_fusions(graph, v.needed, v.host_fed, v.constant);
+  FusionPlan plan = plan_conv_fusions(graph, v.needed, v.host_fed, v.constant, fuse);
   std::vector<FusionSite> sites;
   for (int id = 0; id < graph.num_ops(); ++id) {
     const ConvFusion& f = plan.at[id];
@@ -82,7 +70,8 @@ std::vector<FusionSite> fusion_sites(const Graph& graph, const std::vector<int>&
 }
 
 std::vector<ConvAlgo> conv_candidates(const Graph& graph, int conv_id, bool fused_epilogue,
-                                      const std::vector<int>& host_fed_ops, MathMode math) {
+                                      const std::vector<int>& host_fed_ops, MathMode math,
+                                      const AlgoSearch& search) {
   if (conv_id < 0 || conv_id >= graph.num_ops()) throw IndexError("op id " + std::to_string(conv_id) + " out of range");
   const Op& op = graph.op(conv_id);
   if (op.type != OpType::kConv2D)
@@ -91,7 +80,7 @@ std::vector<ConvAlgo> conv_candidates(const Graph& graph, int conv_id, bool fuse
   int activation = static_cast<int>(op.attrs.get_int("activation"));
   if (fused_epilogue) {
     bool found = false;
-    for (const FusionSite& s : fusion_sites(graph, host_fed_ops)) {
+    for (const FusionSite& s : fusion_sites(graph, host_fed_ops, true)) {
       if (s.conv != conv_id) continue;
       residual = s.residual;
       activation = s.activation;
@@ -104,6 +93,7 @@ std::vector<ConvAlgo> conv_candidates(const Graph& graph, int conv_id, bool fuse
   ConvConfig cfg = make_conv_config(op, in, residual, activation, math);
   std::vector<ConvAlgo> out;
   cfg.timings = &out;
+  cfg.search = search;
   ConvOp conv(cfg);
   return out;
 }

@@ -29,14 +29,17 @@ struct FusionSite {
   bool residual = false;
   int activation = 0;
 };
-std::vector<FusionSite> fusion_sites(const Graph& graph, const std::vector<int>& host_fed_ops);
+// `fuse` false (ExecutorOptions::fuse): none.
+std::vector<FusionSite> fusion_sites(const Graph& graph, const std::vector<int>& host_fed_ops, bool fuse = true);
 
 // Every (algorithm, math type, fused call) cuDNN runs for Conv2D `conv_id`, timed as the
 // executor runs it (8 calls in a CUDA graph, median of 5), with its epilogue fused
 // (`fused_epilogue`, as the fusion site says) or not. The timed search of conv_op.cc
 // with nothing cached.
+// `search.log` prints each candidate's time.
 std::vector<ConvAlgo> conv_candidates(const Graph& graph, int conv_id, bool fused_epilogue,
-                                      const std::vector<int>& host_fed_ops, MathMode math);
+                                      const std::vector<int>& host_fed_ops, MathMode math,
+                                      const AlgoSearch& search = {});
 
 }  // namespace cuda
 }  // namespace taso
