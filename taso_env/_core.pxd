@@ -43,6 +43,9 @@ cdef extern from "taso/op.h" namespace "taso":
     cdef enum class AttrKind(int):
         pass
 
+    cdef enum class ElementwiseClass(int):
+        pass
+
     cdef cppclass AttrSpec:
         string name
         AttrKind kind
@@ -53,6 +56,8 @@ cdef extern from "taso/op.h" namespace "taso":
         int min_inputs
         int max_inputs
         bool declared_outputs
+        ElementwiseClass elementwise
+        double elementwise_flops
         vector[AttrSpec] attrs
 
     OpSchema op_schema(OpType type) except +raise_core_error

@@ -82,7 +82,10 @@ def list_op_types():
 
 
 def op_type_schema(name):
-    """Schema of one op type: input counts and attributes (name -> (kind, required))."""
+    """Schema of one op type (its row of taso/op_table.def): input counts, whether its
+    output types are declared by the caller, attributes (name -> (kind, required)), its
+    element-wise class ("none", "flat" or "chain") and FLOPs per output element (element-wise
+    ops; 0 for the others)."""
     cdef OpSchema s = op_schema(op_type_from_name(_s(name)))
     kinds = ("int", "ints", "float", "string")
     attrs = {}
@@ -93,6 +96,8 @@ def op_type_schema(name):
         "max_inputs": s.max_inputs,
         "declared_outputs": s.declared_outputs,
         "attrs": attrs,
+        "elementwise": ("none", "flat", "chain")[<int>s.elementwise],
+        "elementwise_flops": s.elementwise_flops,
     }
 
 

@@ -4,7 +4,9 @@ data inputs, attrs), or None when the node's configuration is not one the core m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -247,42 +249,52 @@ def _cast(n: _Node) -> Conversion:
     return "Cast", n.inputs[:1], {"to": to}
 
 
-_CONVERTERS: dict[str, Callable[[_Node], Conversion]] = {
-    "Conv": _conv,
-    "MatMul": _same("MatMul", 2),
-    "Gemm": _gemm,
-    "Add": _same("Add", 2),
-    "Sub": _same("Sub", 2),
-    "Mul": _same("Mul", 2),
-    "Div": _same("Div", 2),
-    "Relu": _same("Relu", 1),
-    "Sigmoid": _same("Sigmoid", 1),
-    "Tanh": _same("Tanh", 1),
-    "Erf": _same("Erf", 1),
-    "Gelu": _gelu,
-    "Sqrt": _same("Sqrt", 1),
-    "Exp": _same("Exp", 1),
-    "Identity": _same("Identity", 1),
-    "Concat": _concat,
-    "Split": _split,
-    "Transpose": _transpose,
-    "Reshape": _reshape,
-    "Flatten": _flatten,
-    "MaxPool": _pool("MaxPool2D"),
-    "AveragePool": _pool("AvgPool2D"),
-    "GlobalAveragePool": _global_avg_pool,
-    "BatchNormalization": _batchnorm,
-    "Softmax": _softmax,
-    "Pad": _pad,
-    "ReduceMean": _reduce("ReduceMean"),
-    "ReduceSum": _reduce("ReduceSum"),
-    "LayerNormalization": _layernorm,
-    "Gather": _gather,
-    "Where": _same("Where", 3),
-    "Cast": _cast,
-    "Clip": _clip,
-    "HardSigmoid": _hard_sigmoid,
-    "HardSwish": _same("HardSwish", 1),
-    "Squeeze": _squeeze_like,
-    "Unsqueeze": _squeeze_like,
-}
+class OnnxImport(NamedTuple):
+    """How an ONNX op type loads: as `core_op_type`, through `convert` (which returns None
+    for a configuration the core does not model: the node then loads as an opaque op)."""
+
+    core_op_type: str
+    convert: Callable[[_Node], Conversion]
+
+
+#: ONNX op type (default domain) -> how it loads. Read-only. Operators lowered into
+#: several core ops are lowering.py's and lowering_spatial.py's.
+CONVERTERS: Mapping[str, OnnxImport] = MappingProxyType({
+    "Conv": OnnxImport("Conv2D", _conv),
+    "MatMul": OnnxImport("MatMul", _same("MatMul", 2)),
+    "Gemm": OnnxImport("Gemm", _gemm),
+    "Add": OnnxImport("Add", _same("Add", 2)),
+    "Sub": OnnxImport("Sub", _same("Sub", 2)),
+    "Mul": OnnxImport("Mul", _same("Mul", 2)),
+    "Div": OnnxImport("Div", _same("Div", 2)),
+    "Relu": OnnxImport("Relu", _same("Relu", 1)),
+    "Sigmoid": OnnxImport("Sigmoid", _same("Sigmoid", 1)),
+    "Tanh": OnnxImport("Tanh", _same("Tanh", 1)),
+    "Erf": OnnxImport("Erf", _same("Erf", 1)),
+    "Gelu": OnnxImport("Gelu", _gelu),
+    "Sqrt": OnnxImport("Sqrt", _same("Sqrt", 1)),
+    "Exp": OnnxImport("Exp", _same("Exp", 1)),
+    "Identity": OnnxImport("Identity", _same("Identity", 1)),
+    "Concat": OnnxImport("Concat", _concat),
+    "Split": OnnxImport("Split", _split),
+    "Transpose": OnnxImport("Transpose", _transpose),
+    "Reshape": OnnxImport("Reshape", _reshape),
+    "Flatten": OnnxImport("Flatten", _flatten),
+    "MaxPool": OnnxImport("MaxPool2D", _pool("MaxPool2D")),
+    "AveragePool": OnnxImport("AvgPool2D", _pool("AvgPool2D")),
+    "GlobalAveragePool": OnnxImport("GlobalAvgPool", _global_avg_pool),
+    "BatchNormalization": OnnxImport("BatchNorm", _batchnorm),
+    "Softmax": OnnxImport("Softmax", _softmax),
+    "Pad": OnnxImport("Pad", _pad),
+    "ReduceMean": OnnxImport("ReduceMean", _reduce("ReduceMean")),
+    "ReduceSum": OnnxImport("ReduceSum", _reduce("ReduceSum")),
+    "LayerNormalization": OnnxImport("LayerNorm", _layernorm),
+    "Gather": OnnxImport("Gather", _gather),
+    "Where": OnnxImport("Where", _same("Where", 3)),
+    "Cast": OnnxImport("Cast", _cast),
+    "Clip": OnnxImport("Clip", _clip),
+    "HardSigmoid": OnnxImport("HardSigmoid", _hard_sigmoid),
+    "HardSwish": OnnxImport("HardSwish", _same("HardSwish", 1)),
+    "Squeeze": OnnxImport("Reshape", _squeeze_like),
+    "Unsqueeze": OnnxImport("Reshape", _squeeze_like),
+})

@@ -1,10 +1,11 @@
 """Write a `Graph` as a standard ONNX model.
 
-Every core op maps to standard ONNX operators (docs/operators.md): a fused activation
-becomes a following Relu/Sigmoid/Tanh node, Enlarge becomes a Pad of the weight, opaque
-ops are written back as the NodeProto they were loaded from. Graph input and output
-names are kept. Weights with data become initializers; weights without data become
-graph inputs marked `doc_string="weight: ..."`, like the shape-only source models.
+Every core op maps to standard ONNX operators (docs/operators.md), written by its emitter
+in op_exporters.py: a fused activation becomes a following Relu/Sigmoid/Tanh node, Enlarge
+becomes a Pad of the weight, opaque ops are written back as the NodeProto they were
+loaded from. Graph input and output names are kept. Weights with data become
+initializers; weights without data become graph inputs marked
+`doc_string="weight: ..."`, like the shape-only source models.
 
 The opset is the source model's (at least 17, where LayerNormalization exists; 20 when
 the graph has a Gelu). The result passes `onnx.checker` and loads in onnxruntime
@@ -20,8 +21,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from taso_env import dtypes, errors
+from taso_env import errors
 from taso_env.engine.graph import Graph, OpInfo, TensorRef, register_onnx_exporter
+from taso_env.onnx.op_exporters import EXPORTERS
 
 MIN_OPSET = 17
 GELU_OPSET = 20
@@ -87,88 +89,10 @@ def _emit(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
 
 
 def _emit_plain(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
-    a, t = o.attrs, o.type
-    if t == "Conv2D":
-        kernel = list(w.graph.tensor(o.inputs[1]).shape[2:])
-        w.node("Conv", ins, outs, o.name, kernel_shape=kernel, strides=a["strides"], pads=a["pads"],
-               dilations=a["dilations"], group=a["group"])
-    elif t == "Gemm":
-        w.node("Gemm", ins, outs, o.name, transA=a["trans_a"], transB=a["trans_b"],
-               alpha=a["alpha"], beta=a["beta"])
-    elif t in ("MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp",
-               "Identity", "Where"):
-        w.node(t, ins, outs, o.name)
-    elif t == "Gelu":
-        w.node("Gelu", ins, outs, o.name)
-    elif t == "Clip":
-        dtype = w.graph.tensor(o.inputs[0]).np_dtype
-        bounds = [w.const(f"{o.name}.{k}", a[k], dtype=dtype) for k in ("min", "max")]
-        w.node("Clip", [*ins, *bounds], outs, o.name)
-    elif t == "HardSigmoid":
-        w.node("HardSigmoid", ins, outs, o.name, alpha=a["alpha"], beta=a["beta"])
-    elif t == "HardSwish":
-        w.node("HardSwish", ins, outs, o.name)
-    elif t == "Concat":
-        w.node("Concat", ins, outs, o.name, axis=a["axis"])
-    elif t == "Split":
-        w.node("Split", [*ins, w.const(f"{o.name}.split", a["split"])], outs, o.name, axis=a["axis"])
-    elif t == "Transpose":
-        w.node("Transpose", ins, outs, o.name, perm=a["perm"])
-    elif t == "Reshape":
-        w.node("Reshape", [*ins, w.const(f"{o.name}.shape", a["shape"])], outs, o.name)
-    elif t == "Flatten":
-        w.node("Flatten", ins, outs, o.name, axis=a["axis"])
-    elif t in ("MaxPool2D", "AvgPool2D"):
-        extra = {"count_include_pad": a["count_include_pad"]} if t == "AvgPool2D" else {}
-        w.node("MaxPool" if t == "MaxPool2D" else "AveragePool", ins, outs, o.name,
-               kernel_shape=a["kernel"], strides=a["strides"], pads=a["pads"],
-               ceil_mode=a["ceil_mode"], **extra)
-    elif t == "GlobalAvgPool":
-        w.node("GlobalAveragePool", ins, outs, o.name)
-    elif t == "BatchNorm":
-        w.node("BatchNormalization", ins, outs, o.name, epsilon=a["epsilon"])
-    elif t == "Enlarge":
-        kh, kw = w.graph.tensor(o.inputs[0]).shape[2:]
-        ph, pw = (a["kernel"][0] - kh) // 2, (a["kernel"][1] - kw) // 2
-        w.node("Pad", [*ins, w.const(f"{o.name}.pads", [0, 0, ph, pw, 0, 0, ph, pw])], outs, o.name)
-    elif t == "Softmax":
-        w.node("Softmax", ins, outs, o.name, axis=a["axis"])
-    elif t == "Pad":
-        dtype = w.graph.tensor(o.inputs[0]).np_dtype
-        value = w.const(f"{o.name}.value", a["value"], dtype=dtype)
-        w.node("Pad", [*ins, w.const(f"{o.name}.pads", a["pads"]), value], outs, o.name)
-    elif t in ("ReduceMean", "ReduceSum"):
-        if t == "ReduceSum" or w.opset >= 18:
-            w.node(t, [*ins, w.const(f"{o.name}.axes", a["axes"])], outs, o.name, keepdims=a["keepdims"])
-        else:
-            w.node(t, ins, outs, o.name, axes=a["axes"], keepdims=a["keepdims"])
-    elif t == "LayerNorm":
-        w.node("LayerNormalization", ins, outs, o.name, axis=a["axis"], epsilon=a["epsilon"])
-    elif t == "Gather":
-        w.node("Gather", ins, outs, o.name, axis=a["axis"])
-    elif t == "Cast":
-        w.node("Cast", ins, outs, o.name, to=a["to"])
-    elif t == "Constant":
-        value = np.full(a["shape"], a["value"], dtype=dtypes.to_numpy(a["dtype"]))
-        w.node("Constant", [], outs, o.name, value=numpy_helper.from_array(value))
-    elif t == "Opaque":
-        _emit_opaque(w, o, ins, outs)
-    else:
-        raise errors.OnnxExportError(f"op {o.name!r}: no ONNX mapping for op type {t!r}")
-
-
-def _emit_opaque(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
-    node = onnx.NodeProto()
-    node.ParseFromString(o.attrs["onnx_node"])
-    it = iter(ins)
-    new_inputs = [next(it) if name else "" for name in node.input]
-    del node.input[:]
-    node.input.extend(new_inputs)
-    new_outputs = [outs[i] if name else "" for i, name in enumerate(node.output)]
-    del node.output[:]
-    node.output.extend(new_outputs)
-    node.name = w.fresh(o.name)
-    w.nodes.append(node)
+    emit = EXPORTERS.get(o.type)
+    if emit is None:
+        raise errors.OnnxExportError(f"op {o.name!r}: no ONNX mapping for op type {o.type!r}")
+    emit(w, o, ins, outs)
 
 
 def _value_info(name: str, shape, dtype: int, doc: str = "") -> onnx.ValueInfoProto:

@@ -27,7 +27,7 @@ from onnx import external_data_helper, numpy_helper
 
 from taso_env import _core, dtypes, errors
 from taso_env.engine.graph import Graph
-from taso_env.onnx.converters import _CONVERTERS, _ImportContext, _Node
+from taso_env.onnx.converters import CONVERTERS, _ImportContext, _Node
 from taso_env.onnx.folding import SAMPLE, fold_constants, is_constant_data
 from taso_env.onnx.lowering import lower
 
@@ -288,8 +288,8 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
         node = _Node(proto, ctx)
         node_name = proto.name or f"{proto.op_type}_{i}"
         conversion = None
-        if proto.domain in ("", "ai.onnx") and proto.op_type in _CONVERTERS:
-            conversion = _CONVERTERS[proto.op_type](node)
+        if proto.domain in ("", "ai.onnx") and proto.op_type in CONVERTERS:
+            conversion = CONVERTERS[proto.op_type].convert(node)
         try:
             if conversion is not None:
                 op_type, data_inputs, attrs = conversion

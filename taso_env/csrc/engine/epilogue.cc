@@ -55,15 +55,8 @@ bool all_float32(const Op& op, const std::vector<TensorType>& input_types) {
   return true;
 }
 
-// The element-wise op types the fused chain kernel has an instruction for.
-bool chain_op_type(OpType type) {
-  switch (type) {
-    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
-    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
-    case OpType::kExp: case OpType::kClip: case OpType::kHardSigmoid: case OpType::kHardSwish: return true;
-    default: return false;
-  }
-}
+// The element-wise op types the fused chain kernel has an instruction for (taso/op_table.def).
+bool chain_op_type(OpType type) { return op_schema(type).elementwise == ElementwiseClass::kChain; }
 
 // The feed's output 0 goes to the one op that reads it, and nowhere else.
 bool sole_reader(const EpilogueFeed& f) {

@@ -1,5 +1,5 @@
-// The op-type table: names, input counts and attribute schemas of every operator.
-// docs/operators.md is the prose version of this table.
+// The op schemas (names, input counts, attribute schemas, element-wise class), built from
+// the operator table taso/op_table.def. docs/operators.md is the prose version of it.
 #include <array>
 #include <limits>
 #include <unordered_map>
@@ -30,65 +30,19 @@ AttrSpec RequiredString(const std::string& name) {
 }
 AttrSpec String(const std::string& name) { return {name, AttrKind::kString, false, {}, 0.0, false}; }
 
+#define TASO_UNPARENTHESISE(...) __VA_ARGS__
+
 std::vector<OpSchema> build_schemas() {
-  const std::vector<AttrSpec> none;
-  const std::vector<AttrSpec> pool = {RequiredInts("kernel"), Ints("strides", {1, 1}),
-                                      Ints("pads", {0, 0, 0, 0}), Int("ceil_mode", 0)};
-  std::vector<AttrSpec> avg_pool = pool;
-  avg_pool.push_back(Int("count_include_pad", 0));
   std::vector<OpSchema> s = {
-      {OpType::kInput, "Input", 0, 0, true, none},
-      {OpType::kWeight, "Weight", 0, 0, true, none},
-      {OpType::kConv2D, "Conv2D", 2, 3, false,
-       {Ints("strides", {1, 1}), Ints("pads", {0, 0, 0, 0}), Ints("dilations", {1, 1}),
-        Int("group", 1), Int("activation", kActNone)}},
-      {OpType::kMatMul, "MatMul", 2, 2, false, {Int("activation", kActNone)}},
-      {OpType::kGemm, "Gemm", 2, 3, false,
-       {Int("trans_a", 0), Int("trans_b", 0), Float("alpha", 1.0), Float("beta", 1.0)}},
-      {OpType::kAdd, "Add", 2, 2, false, none},
-      {OpType::kSub, "Sub", 2, 2, false, none},
-      {OpType::kMul, "Mul", 2, 2, false, none},
-      {OpType::kDiv, "Div", 2, 2, false, none},
-      {OpType::kRelu, "Relu", 1, 1, false, none},
-      {OpType::kSigmoid, "Sigmoid", 1, 1, false, none},
-      {OpType::kTanh, "Tanh", 1, 1, false, none},
-      {OpType::kErf, "Erf", 1, 1, false, none},
-      {OpType::kGelu, "Gelu", 1, 1, false, none},
-      {OpType::kSqrt, "Sqrt", 1, 1, false, none},
-      {OpType::kExp, "Exp", 1, 1, false, none},
-      {OpType::kIdentity, "Identity", 1, 1, false, none},
-      {OpType::kConcat, "Concat", 1, -1, false, {RequiredInt("axis")}},
-      {OpType::kSplit, "Split", 1, 1, false, {RequiredInt("axis"), RequiredInts("split")}},
-      {OpType::kTranspose, "Transpose", 1, 1, false, {ShapeDependentInts("perm")}},
-      {OpType::kReshape, "Reshape", 1, 1, false, {RequiredInts("shape")}},
-      {OpType::kFlatten, "Flatten", 1, 1, false, {Int("axis", 1)}},
-      {OpType::kMaxPool2D, "MaxPool2D", 1, 1, false, pool},
-      {OpType::kAvgPool2D, "AvgPool2D", 1, 1, false, avg_pool},
-      {OpType::kGlobalAvgPool, "GlobalAvgPool", 1, 1, false, none},
-      {OpType::kBatchNorm, "BatchNorm", 5, 5, false, {Float("epsilon", 1e-5)}},
-      {OpType::kEnlarge, "Enlarge", 1, 1, false, {RequiredInts("kernel")}},
-      {OpType::kSoftmax, "Softmax", 1, 1, false, {Int("axis", -1)}},
-      {OpType::kPad, "Pad", 1, 1, false, {RequiredInts("pads"), Float("value", 0.0)}},
-      {OpType::kReduceMean, "ReduceMean", 1, 1, false,
-       {ShapeDependentInts("axes"), Int("keepdims", 1)}},
-      {OpType::kReduceSum, "ReduceSum", 1, 1, false,
-       {ShapeDependentInts("axes"), Int("keepdims", 1)}},
-      {OpType::kLayerNorm, "LayerNorm", 2, 3, false,
-       {Int("axis", -1), Float("epsilon", 1e-5)}},
-      {OpType::kGather, "Gather", 2, 2, false, {Int("axis", 0)}},
-      {OpType::kWhere, "Where", 3, 3, false, none},
-      {OpType::kCast, "Cast", 1, 1, false, {RequiredInt("to")}},
-      {OpType::kConstant, "Constant", 0, 0, false,
-       {Float("value", 0.0), Ints("shape", {}), Int("dtype", kFloat32)}},
-      {OpType::kOpaque, "Opaque", 0, -1, true,
-       {RequiredString("onnx_op_type"), String("onnx_node")}},
-      {OpType::kClip, "Clip", 1, 1, false,
-       {Float("min", std::numeric_limits<float>::lowest()), Float("max", std::numeric_limits<float>::max())}},
-      {OpType::kHardSigmoid, "HardSigmoid", 1, 1, false, {Float("alpha", 0.2), Float("beta", 0.5)}},
-      {OpType::kHardSwish, "HardSwish", 1, 1, false, none},
+#define TASO_OP(name, min_inputs, max_inputs, declared_outputs, elementwise, flops, attrs)          \
+  {OpType::k##name, #name, min_inputs, max_inputs, declared_outputs, ElementwiseClass::k##elementwise, \
+   flops, {TASO_UNPARENTHESISE attrs}},
+#include "taso/op_table.def"
   };
   return s;
 }
+
+#undef TASO_UNPARENTHESISE
 
 const std::vector<OpSchema>& schemas() {
   static const std::vector<OpSchema> table = [] {

@@ -6,26 +6,8 @@ namespace taso {
 namespace {
 
 // Floating-point operations per output element of element-wise ops (transcendentals
-// count as several).
-double elementwise_flops(OpType type) {
-  switch (type) {
-    case OpType::kAdd:
-    case OpType::kSub:
-    case OpType::kMul:
-    case OpType::kRelu: return 1;
-    case OpType::kClip: return 2;
-    case OpType::kHardSigmoid: return 3;
-    case OpType::kHardSwish: return 4;
-    case OpType::kDiv:
-    case OpType::kSqrt: return 4;
-    case OpType::kSigmoid:
-    case OpType::kTanh:
-    case OpType::kExp: return 8;
-    case OpType::kErf: return 12;
-    case OpType::kGelu: return 16;
-    default: return 0;
-  }
-}
+// count as several): the operator table's column (taso/op_table.def), 0 for other ops.
+double elementwise_flops(OpType type) { return op_schema(type).elementwise_flops; }
 
 double activation_flops(int64_t act) {
   switch (act) {

@@ -125,13 +125,7 @@ std::string neighbour_key(const std::string& signature, const std::string& famil
 // count ("Div||float32[98304],float32[]|float32[98304]"), so layouts share one entry and
 // no rewrite gains from the noise between two measurements of the same kernel.
 bool is_flat_elementwise(const Op& op, const std::vector<TensorType>& input_types) {
-  switch (op.type) {
-    case OpType::kAdd: case OpType::kSub: case OpType::kMul: case OpType::kDiv: case OpType::kRelu:
-    case OpType::kSigmoid: case OpType::kTanh: case OpType::kErf: case OpType::kGelu: case OpType::kSqrt:
-    case OpType::kExp: case OpType::kIdentity: case OpType::kClip: case OpType::kHardSigmoid:
-    case OpType::kHardSwish: break;
-    default: return false;
-  }
+  if (op_schema(op.type).elementwise == ElementwiseClass::kNone) return false;  // taso/op_table.def
   if (op.outputs.size() != 1 || op.outputs[0].num_elements() <= 1) return false;
   for (const TensorType& t : input_types)
     if (t.shape != op.outputs[0].shape && t.num_elements() != 1) return false;

@@ -26,25 +26,22 @@ constexpr int kMaxChainInputs = 8;   // external inputs of one chain
 constexpr int kMaxChainOps = 16;     // instructions of one chain
 constexpr int kMaxSavedValues = 4;   // results kept for a later, non-adjacent reader
 
-// Instruction codes; the maths is that of launch_unary / launch_binary (kernels.h).
-// kCopy passes its operand through (a softmax-only chain's program).
+// Instruction codes: kCopy, then FusedOp::kName for each op of element-wise class Chain in
+// the operator table (taso/op_table.def), in its order; the maths is that of launch_unary /
+// launch_binary (kernels.h). kCopy passes its operand through (a softmax-only chain's
+// program); kClip is min(max(x, a), b), kHardSigmoid max(0, min(1, a * x + b)).
+#define TASO_FUSED_OP_None(name)
+#define TASO_FUSED_OP_Flat(name)
+#define TASO_FUSED_OP_Chain(name) k##name,
 enum class FusedOp : int {
   kCopy,
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kErf,
-  kGelu,
-  kSqrt,
-  kExp,
-  kClip,         // min(max(x, a), b)
-  kHardSigmoid,  // max(0, min(1, a * x + b))
-  kHardSwish,
+#define TASO_OP(name, min_inputs, max_inputs, declared_outputs, elementwise, flops, attrs) \
+  TASO_FUSED_OP_##elementwise(name)
+#include "taso/op_table.def"
 };
+#undef TASO_FUSED_OP_None
+#undef TASO_FUSED_OP_Flat
+#undef TASO_FUSED_OP_Chain
 
 // Where an instruction operand comes from.
 enum class FusedOperand : int {

@@ -10,48 +10,11 @@
 
 namespace taso {
 
+// Op-type codes, in the order of taso/op_table.def (observation columns, stored in
+// rollout files and checkpoints: the table only ever grows at its end).
 enum class OpType : int {
-  kInput = 0,
-  kWeight,
-  kConv2D,
-  kMatMul,
-  kGemm,
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kErf,
-  kGelu,
-  kSqrt,
-  kExp,
-  kIdentity,
-  kConcat,
-  kSplit,
-  kTranspose,
-  kReshape,
-  kFlatten,
-  kMaxPool2D,
-  kAvgPool2D,
-  kGlobalAvgPool,
-  kBatchNorm,
-  kEnlarge,
-  kSoftmax,
-  kPad,
-  kReduceMean,
-  kReduceSum,
-  kLayerNorm,
-  kGather,
-  kWhere,
-  kCast,
-  kConstant,
-  kOpaque,
-  // Added after Opaque so that the codes above stay stable.
-  kClip,
-  kHardSigmoid,
-  kHardSwish,
+#define TASO_OP(name, min_inputs, max_inputs, declared_outputs, elementwise, flops, attrs) k##name,
+#include "taso/op_table.def"
   kNumOpTypes,  // keep last
 };
 
@@ -68,12 +31,22 @@ struct AttrSpec {
   bool has_default = true;            // false: required, or derived from the input shapes
 };
 
+// How an op relates to element-wise fusion and pricing (taso/op_table.def says which op
+// is which).
+enum class ElementwiseClass : int {
+  kNone = 0,   // not element-wise
+  kFlat = 1,   // a one-to-one map over the output's elements, priced by element count
+  kChain = 2,  // kFlat, and the fused element-wise kernel has an instruction for it
+};
+
 struct OpSchema {
   OpType type;
   std::string name;
   int min_inputs;
   int max_inputs;  // -1: variadic
   bool declared_outputs;  // output types given by the caller (Input, Weight, Opaque)
+  ElementwiseClass elementwise;
+  double elementwise_flops;  // FLOPs per output element of an element-wise op, else 0
   std::vector<AttrSpec> attrs;
 };
 
