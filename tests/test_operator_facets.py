@@ -199,3 +199,19 @@ def test_ops_named_by_rules_and_the_tuner_exist(op_types):
                 for op in spec[side]["ops"]}
     assert in_rules <= set(op_types), in_rules - set(op_types)
     assert LAUNCH_OP_TYPES <= set(op_types) - FED - {"Opaque"}, LAUNCH_OP_TYPES - set(op_types)
+
+
+def test_each_onnx_op_loads_as_the_core_op_its_import_row_names(tmp_path):
+    """Exported and loaded again, each node of all_ops_graph whose ONNX type has a
+    CONVERTERS row loads as that row's core op (the registry's import facet is true)."""
+    from taso_env import load_onnx
+    from taso_env.onnx.converters import CONVERTERS
+
+    path = tmp_path / "all_ops.onnx"
+    model = all_ops_graph().export_onnx(path)
+    loaded = {o.name: o.type for o in load_onnx(str(path)).ops}
+    checked = {node.op_type for node in model.graph.node if node.op_type in CONVERTERS}
+    wrong = [(node.name, node.op_type, loaded.get(node.name)) for node in model.graph.node
+             if node.op_type in CONVERTERS and loaded.get(node.name) != CONVERTERS[node.op_type].core_op_type]
+    assert not wrong, wrong
+    assert len(checked) >= 30
