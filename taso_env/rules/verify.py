@@ -23,6 +23,20 @@ class RuleVerificationError(AssertionError):
     """A rule failed verification (names the rule, the example and what differed)."""
 
 
+class RuleDoesNotFireError(RuleVerificationError):
+    """The rule finds no candidate on its own source pattern (its constraints or shape
+    checks refuse the example, or its target does not build with the source's output
+    types)."""
+
+
+class RuleCostDeltaError(RuleVerificationError):
+    """The candidate's cost delta is not the true change of the graph cost."""
+
+
+class RuleOutputMismatchError(RuleVerificationError):
+    """The rewritten graph computes different outputs (the numeric check failed)."""
+
+
 @dataclass(frozen=True)
 class Instance:
     graph: Graph
@@ -99,12 +113,31 @@ def instantiate(spec: dict, example: dict, seed: int) -> Instance:
     return Instance(b.build(), frozenset(source_ids))
 
 
+def rewrite_example(rules: RuleSet, rule_id: int, example: dict, seed: int) -> tuple[Graph, Graph, object]:
+    """The example's source-pattern graph, the graph the rule rewrites it into, and the
+    candidate applied.
+
+    Raises:
+        RuleDoesNotFireError: the rule finds no candidate on its own source pattern.
+    """
+    spec = rules.specs[rule_id]
+    inst = instantiate(spec, example, seed)
+    g = inst.graph
+    found = [c for c in g.candidates(rule_id, rules=rules) if set(c.location) == inst.source_ops]
+    if not found:
+        raise RuleDoesNotFireError(f"rule {rule_id} {spec['name']!r}, seed {seed}: "
+                                   "the rule does not fire on its own source pattern")
+    return g, g.apply(found[0], rules=rules), found[0]
+
+
 def verify_rule(rules: RuleSet, rule_id: int, seeds=(0, 1, 2), rtol: float = 1e-4) -> int:
     """Verifies one rule on every example and seed; returns the number of checks.
 
     Raises:
-        RuleVerificationError: no example, the rule does not fire on its own source
-            pattern, the cost delta is wrong, or the outputs differ.
+        RuleVerificationError: no example to verify with.
+        RuleDoesNotFireError: the rule does not fire on its own source pattern.
+        RuleCostDeltaError: the candidate's cost delta is wrong.
+        RuleOutputMismatchError: the outputs differ.
     """
     spec = rules.specs[rule_id]
     if not spec.get("examples"):
@@ -113,22 +146,20 @@ def verify_rule(rules: RuleSet, rule_id: int, seeds=(0, 1, 2), rtol: float = 1e-
     for k, example in enumerate(spec["examples"]):
         for seed in seeds:
             where = f"rule {rule_id} {spec['name']!r}, example {k}, seed {seed}"
-            inst = instantiate(spec, example, seed)
-            g = inst.graph
-            found = [c for c in g.candidates(rule_id, rules=rules) if set(c.location) == inst.source_ops]
-            if not found:
-                raise RuleVerificationError(f"{where}: the rule does not fire on its own source pattern")
-            g2 = g.apply(found[0], rules=rules)
-            if abs((g2.cost() - g.cost()) - found[0].cost_delta) > 1e-9:
-                raise RuleVerificationError(f"{where}: cost delta {found[0].cost_delta} but the cost "
-                                            f"changed by {g2.cost() - g.cost()}")
+            try:
+                g, g2, candidate = rewrite_example(rules, rule_id, example, seed)
+            except RuleDoesNotFireError:
+                raise RuleDoesNotFireError(f"{where}: the rule does not fire on its own source pattern") from None
+            if abs((g2.cost() - g.cost()) - candidate.cost_delta) > 1e-9:
+                raise RuleCostDeltaError(f"{where}: cost delta {candidate.cost_delta} but the cost "
+                                         f"changed by {g2.cost() - g.cost()}")
             feeds = {**g.random_inputs(seed), **g.random_weights(seed + 100)}
             before, after = reference.run(g, feeds), reference.run(g2, feeds)
             for name, want in before.items():
                 got = after[name]
                 scale = float(np.abs(want).max(initial=0.0))
                 if got.shape != want.shape or not np.all(np.abs(got - want) <= 1e-6 + rtol * scale):
-                    raise RuleVerificationError(
+                    raise RuleOutputMismatchError(
                         f"{where}: output {name} differs (max |diff| "
                         f"{np.abs(got - want).max() if got.shape == want.shape else 'shape'})")
             checks += 1
