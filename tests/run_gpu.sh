@@ -16,7 +16,7 @@
 #                           Cython, numpy, onnx, h5py, pytest and torch (for the benchmark)
 #   RLFLOW_CMAKE_ARGS       CMake flags of the build (default: the system compiler, and a
 #                           missing CUDA part is an install error: -DRLFLOW_CUDA=ON)
-#   RLFLOW_COMMIT           the commit to name where the tree is not a git checkout (a copy)
+#   RLFLOW_COMMIT           the commit to name when the tree is a copy of it (not a checkout)
 #   RLFLOW_GPU_BENCH_MODELS the benchmark's models (default "squeezenet1_1 resnet18")
 # Exits 0 only if the backend was built and loads, no CUDA test failed and at least one
 # ran, and the benchmark measured every model without an error. Each stage has a time
@@ -49,7 +49,11 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/rlflow_gpu.XXXXXX")  # outside the source tree
 export ROOT PY CMAKE_ARGS BENCH_MODELS WORK  # for the stages, which run in child shells
 
 commit_line() {
-    if git -C "$ROOT" rev-parse --git-dir > /dev/null 2>&1; then
+    # RLFLOW_COMMIT names the commit of a copied tree (e.g. a `git archive` snapshot); a
+    # git checkout counts only where ROOT is its top level, not a folder inside another one.
+    if [[ -n "${RLFLOW_COMMIT:-}" ]]; then
+        echo "commit: $RLFLOW_COMMIT (from RLFLOW_COMMIT: a copy of that commit's tree)"
+    elif [[ "$(git -C "$ROOT" rev-parse --show-toplevel 2> /dev/null)" == "$ROOT" ]]; then
         local sha changed
         sha=$(git -C "$ROOT" rev-parse HEAD)
         changed=$(git -C "$ROOT" status --porcelain --untracked-files=no)
@@ -59,8 +63,6 @@ commit_line() {
         else
             echo "commit: $sha"
         fi
-    elif [[ -n "${RLFLOW_COMMIT:-}" ]]; then
-        echo "commit: $RLFLOW_COMMIT (from RLFLOW_COMMIT; this tree is not a git checkout)"
     else
         echo "commit: unknown (not a git checkout here; set RLFLOW_COMMIT=\$(git rev-parse HEAD) to name it)"
     fi
