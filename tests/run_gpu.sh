@@ -38,7 +38,7 @@ mkdir -p "$(dirname "$LOG")"
 LOG="$(cd "$(dirname "$LOG")" && pwd)/$(basename "$LOG")"  # absolute: the stages change folder
 
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
+ROOT=$(pwd -P)  # physical, as git rev-parse --show-toplevel prints it
 PY=${PYTHON:-python3}
 CMAKE_ARGS=${RLFLOW_CMAKE_ARGS:--DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ -DRLFLOW_CUDA=ON}
 BENCH_MODELS=${RLFLOW_GPU_BENCH_MODELS:-squeezenet1_1 resnet18}
