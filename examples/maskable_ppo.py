@@ -9,8 +9,9 @@ ones and the observation's `candidates` rows say what each action is (docs/env.m
 The script trains, then plays the deterministic policy once and prints its speedup
 beside a masked-uniform random policy's and greedy's, as one JSON line.
 
-Import torch (stable-baselines3) before TensorFlow if both are installed in one process:
-the other order can crash the process inside the two libraries' native code.
+Best run where TensorFlow is not installed (`.[env]`): with TensorFlow installed,
+`import stable_baselines3` imports it too, which with torch's CUDA build has been seen to
+crash the process unless torch is imported first (docs/env.md).
 """
 
 from __future__ import annotations
