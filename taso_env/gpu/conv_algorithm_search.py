@@ -59,6 +59,13 @@ def child_search_skipped() -> str | None:
     return None
 
 
+def child_python() -> list[str]:
+    """The command that starts a Python child of rlflow's: this interpreter without the
+    working folder on its module path (`-P`, Python >= 3.11), so that a child started in a
+    source checkout imports the installed rlflow, not the unbuilt tree."""
+    return [sys.executable, "-P"] if sys.version_info >= (3, 11) else [sys.executable]
+
+
 def search_in_child(signatures: Iterable[str], math: str, *, timeout: float | None = None) -> dict:
     """Has a child process choose (and cache) the algorithm of every convolution among
     `signatures` under `math`. Call it before this process runs any convolution: the
@@ -74,7 +81,7 @@ def search_in_child(signatures: Iterable[str], math: str, *, timeout: float | No
         f.write("\n".join(convs) + "\n")
         path = f.name
     try:
-        return _run_child([sys.executable, "-m", __name__, "--math", math, path], timeout)
+        return _run_child([*child_python(), "-m", __name__, "--math", math, path], timeout)
     finally:
         os.unlink(path)
 
@@ -86,7 +93,7 @@ def graph_search_in_child(specs: list[str], math: str, *, dims: dict[str, int] |
     names), so that this process later finds their convolutions' algorithms in the cache.
     Call it before this process runs any convolution. Returns the child's summary
     {searched (graphs), failed, seconds}; raises ConvSearchError when the child fails."""
-    command = [sys.executable, "-m", __name__, "--math", math, "--graphs", *specs]
+    command = [*child_python(), "-m", __name__, "--math", math, "--graphs", *specs]
     if dims:
         command += ["--dims-json", json.dumps(dims)]
     return _run_child(command, timeout)

@@ -19,13 +19,13 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 from taso_env.errors import TuningError
+from taso_env.gpu.conv_algorithm_search import child_python
 from taso_env.tuning.config import TuneConfig, graph_name, resolve_graph
 from taso_env.tuning.records import TuningRecords, replay_check
 from taso_env.tuning.tuners import make_tuner, run_tuner
@@ -201,7 +201,7 @@ def check_reuse(cfg: TuneConfig, spec: str) -> dict:
         "print(json.dumps({'plan_ops': len(plan), 'cudnn': cb.device_info()['cudnn'],"
         " 'auto_ms': float(np.median(t)), 'default_ms': float(np.median(d)),"
         " 'auto_samples': t, 'default_samples': d}))\n")
-    res = subprocess.run([sys.executable, "-c", code, resolve_graph(spec), cfg.math], capture_output=True, text=True)
+    res = subprocess.run([*child_python(), "-c", code, resolve_graph(spec), cfg.math], capture_output=True, text=True)
     if res.returncode != 0:
         raise TuningError(f"reuse check of {spec} failed: {res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
