@@ -9,6 +9,11 @@ finished phases are saved under `work/` (candidates, verification results append
 line by line), so a killed run resumes where it stopped. Progress shows on tqdm bars;
 `stats` (and `work/stats.json`) count candidates per phase and domain and time each
 phase.
+
+Each rule's provenance says what proved it (`formal_verification`): z3 for every shape
+(element-wise rules), z3 on the example shapes (`axioms.prove_rule`), or the numeric
+checks only. `restamp_formal_verification()` recomputes those fields of a rule file in
+place, changing nothing else.
 """
 
 from __future__ import annotations
@@ -114,6 +119,38 @@ def _engine_check(spec: dict, hand) -> str:
     return "ok"
 
 
+def formal_verification(spec: dict, z3_pointwise: str) -> dict:
+    """The z3 fields of a rule's provenance `verification`: `z3` is the element-wise
+    proof for every shape ("proved", "unknown"; "not applicable" outside element-wise
+    domains); where it is not "proved", `z3_on_example_shapes` is `axioms.prove_rule`'s
+    verdict; `proved_by` says what proved the rule: "z3" (every shape),
+    "z3_on_example_shapes" (all real values on the example shapes) or "numeric" (the
+    numpy draws and the engine only)."""
+    if z3_pointwise == "proved":
+        return {"z3": z3_pointwise, "proved_by": "z3"}
+    verdict = axioms.prove_rule(build_rule_set(renumbered([spec])), 0)
+    by = "z3_on_example_shapes" if verdict == axioms.PROVED_ON_EXAMPLE_SHAPES else "numeric"
+    return {"z3": z3_pointwise, "z3_on_example_shapes": verdict, "proved_by": by}
+
+
+def restamp_formal_verification(path: str | Path = RULES_DIR / GENERATED_FILE, log=print) -> dict:
+    """Recomputes `formal_verification` for every rule of a generated rule file and
+    rewrites it; nothing but the provenance's z3 fields changes (ids, names, patterns
+    and examples stay, so the rule set's hash does). Returns the counts of `proved_by`."""
+    path = Path(path)
+    data = json.loads(path.read_text())
+    counts: dict = {}
+    for r in tqdm(data["rules"], desc="z3", leave=False, mininterval=1.0):
+        v = r["provenance"]["verification"]
+        for key in ("z3_on_example_shapes", "proved_by"):
+            v.pop(key, None)
+        v.update(formal_verification(dict(r, family=FAMILY), v["z3"]))
+        counts[v["proved_by"]] = counts.get(v["proved_by"], 0) + 1
+    _atomic_json(path, data)
+    log(f"{path}: proved_by {counts}")
+    return counts
+
+
 def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
     """All phases for one domain; returns its verified, pruned rule specs (no ids)."""
     dwork = work / domain.name
@@ -200,11 +237,15 @@ def run_domain(domain: Domain, work: Path, hand, stats: dict) -> list[dict]:
                 log.write(json.dumps(done[key]) + "\n")
                 log.flush()
             if done[key]["result"] == "ok":
+                if "formal" not in done[key]:  # logged on a line of its own (resumable)
+                    done[key] = dict(done[key], formal=formal_verification(spec, z3r))
+                    log.write(json.dumps(done[key]) + "\n")
+                    log.flush()
                 spec["provenance"] = {
                     "generated": True, "domain": domain.name, "kind": c.kind,
                     "size": [T.roots_size(c.source), T.roots_size(c.target)],
                     "verification": {"numeric_draws": N_DRAWS, "engine_draws": N_DRAWS,
-                                     "engine_seeds": len(ENGINE_SEEDS), "z3": z3r},
+                                     "engine_seeds": len(ENGINE_SEEDS), **done[key]["formal"]},
                     "specialised": list(level)}
                 specs.append(spec)
     st["time_s"]["verify_engine"] = round(st["time_s"].get("verify_engine", 0) + time.perf_counter() - t0, 2)
