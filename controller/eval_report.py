@@ -11,20 +11,34 @@ from pathlib import Path
 
 import numpy as np
 
+LEDGER_COLUMNS = ("env_steps", "enumerations", "successor_lookups", "cost_queries")  # real_work.LEDGER
+TRAINING_COLUMNS = tuple(f"training_{c}" for c in LEDGER_COLUMNS)  # the real work behind the training data
 COLUMNS = ("graph", "split", "agent", "initial_cost_ms", "final_cost_ms", "speedup", "optimisation_s",
-           "model_load_s", "steps", "best_step", "enumerations", "training_env_steps", "measured_original_ms",
+           "model_load_s", "steps", "best_step", *LEDGER_COLUMNS, *TRAINING_COLUMNS, "measured_original_ms",
            "measured_optimised_ms", "measured_speedup")
+LEDGER_TABLE = ("graph", "split", "agent", "speedup", "steps", *LEDGER_COLUMNS, *TRAINING_COLUMNS)
+"""The columns of `ledger_markdown`: each agent's quality beside the real work it took."""
 
 
-def markdown(rows) -> str:
+def markdown(rows, columns: tuple[str, ...] = COLUMNS) -> str:
+    """`rows` (Rows, or their dicts as results.json holds them) as a markdown table of
+    `columns`."""
     def fmt(v):
         if v is None:
             return "–"
         return f"{v:.4g}" if isinstance(v, float) else str(v)
 
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(fmt(getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
+    def value(row, column):
+        return row.get(column) if isinstance(row, dict) else getattr(row, column)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(value(r, c)) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def ledger_markdown(rows) -> str:
+    """Speedup and the real-work ledger per graph and agent (the pipeline prints it)."""
+    return markdown(rows, LEDGER_TABLE)
 
 
 def write_outputs(rows, out_dir: Path, agents: tuple[str, ...], curves: dict[str, list[dict]]) -> None:

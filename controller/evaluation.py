@@ -7,12 +7,14 @@ real environment, controller.model_free), "backtracking" (TASO's search), "greed
 (train / held-out: no training graph of its family, controller.families), final
 estimated cost and speedup, optimisation wall time (model loading excluded, reported as
 model_load_s: a learned agent is loaded once per evaluation, on its first graph), steps,
-the step at which the best graph was reached, the engine's candidate enumerations while
-optimising (search: its expansions; an episode: the environment's own and any
-lookahead's successors, each a partial enumeration of the graph a rewrite leads to — the
-work optimisation time is made of), real-environment steps spent in
-training, and — with `measure="cuda"` where the CUDA backend is present —
-measured runtimes. Every optimised graph is exported to ONNX and checked against the
+the step at which the best graph was reached, the real work of the optimisation as the
+real-work ledger counts it (taso_env.engine.real_work: `env_steps`, `enumerations`,
+`successor_lookups`, `cost_queries`; a search's enumerations are its expansions, each a
+full enumeration; the random agent's are those of all its episodes), the real work that
+produced a learned agent's training data (`training_*`: the rollouts' episodes for the
+controller, the training process for model_free, whose training_env_steps are its PPO
+steps), and — with `measure="cuda"` where the CUDA backend is present — measured
+runtimes. Every optimised graph is exported to ONNX and checked against the
 original with onnxruntime before it is reported; a mismatch is an error.
 
 Each (graph, agent) row is also saved under rows/ as it is computed; rerunning a killed
@@ -31,7 +33,7 @@ import gc
 import json
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -106,12 +108,23 @@ class Row:
     onnxruntime_max_abs_diff: float
     split: str = "train"
     best_step: int | None = None
-    enumerations: int | None = None  # candidate enumerations of graphs by the engine while optimising
+    # the real-work ledger of the optimisation (taso_env.engine.real_work.LEDGER)
+    env_steps: int | None = None
+    enumerations: int | None = None  # graphs enumerated by the engine, whole or near a rewrite
+    successor_lookups: int | None = None  # successor graphs built or scored that no env step entered
+    cost_queries: int | None = None  # graph / op costs and priced candidate lists outside an enumeration
+    # the ledger of the real work that produced a learned agent's training data (None: not recorded)
+    training_enumerations: int | None = None
+    training_successor_lookups: int | None = None
+    training_cost_queries: int | None = None
     model_load_s: float | None = None
     measured_original_ms: float | None = None
     measured_optimised_ms: float | None = None
     measured_speedup: float | None = None
     extra: dict = field(default_factory=dict)
+
+
+ROW_FIELDS = frozenset(f.name for f in fields(Row))  # a saved row without all of them is computed again
 
 
 def single_threaded_inference() -> bool:
@@ -159,6 +172,27 @@ def model_free_env_steps(run_dir: Path | None) -> int | None:
     if path is None or not path.exists():
         return None
     return int(json.loads(path.read_text())["real_env_steps"])
+
+
+def training_work(agent: str, run_dir: Path | None) -> dict[str, int | None]:
+    """The real work that produced `agent`'s training data, as the Row's `training_*`
+    fields: the controller's is that of the run's rollouts (every episode V, M and the
+    controller learned from, iterative rounds included; taso_env.env.collection records it
+    per episode), model_free's that of its training process (its learning-curve
+    evaluations included; training_env_steps are its PPO steps). None where not recorded."""
+    work: dict | None = None
+    if agent == "controller" and run_dir is not None and (run_dir / "rollouts.h5").exists():
+        from taso_env.env.collection import collection_work
+
+        work = collection_work(run_dir / "rollouts.h5")
+    elif agent == "model_free" and run_dir is not None and (run_dir / "model_free" / "metrics.json").exists():
+        spent = json.loads((run_dir / "model_free" / "metrics.json").read_text()).get("real_work_this_process")
+        if isinstance(spent, dict) and set(spent) >= set(real_work.KINDS):
+            work = real_work.ledger(spent)
+    env_steps = {"controller": training_env_steps, "model_free": model_free_env_steps}[agent](run_dir)
+    return {"training_env_steps": env_steps,
+            **{f"training_{column}": work[column] if work else None
+               for column in ("enumerations", "successor_lookups", "cost_queries")}}
 
 
 def training_graphs(run_dir: Path | None) -> list[str]:
@@ -232,7 +266,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
     for agent in LEARNED:
         if agent in config.agents and run_dir is None:
             raise ValueError(f"the {agent} agent needs --run (a trained run folder)")
-    used_steps = {"controller": training_env_steps(run_dir), "model_free": model_free_env_steps(run_dir)}
+    trained_with = {agent: training_work(agent, run_dir) for agent in LEARNED if agent in config.agents}
     splits = family_split(config.graphs, training_graphs(run_dir))
     backend = _cuda_backend() if config.measure == "cuda" else None
     if config.measure == "cuda" and backend is None:
@@ -250,10 +284,10 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             done = out_dir / "rows" / f"{label}__{agent}.json"
             key = _resume_key(config, run_dir, agent, graph)
             saved = _saved_row(done)  # a killed evaluation resumes: rows of the same settings and models are kept
-            if saved is not None and saved.pop("resume_key", None) == key:
+            if saved is not None and saved.pop("resume_key", None) == key and set(saved) == ROW_FIELDS:
                 rows.append(Row(**saved))
                 continue
-            steps, best_step, used, load_s = 0, None, None, None
+            steps, best_step, load_s = 0, None, None
             # (observations computed only where the agent reads them: the controller's at local optima)
             env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model, lazy_observations=True)
             if agent in LEARNED:  # loaded (and traced) once, then moved from graph to graph
@@ -268,26 +302,26 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             with collector_frozen():  # what earlier graphs and agents left is not rescanned while timed
                 start = time.perf_counter()  # models are loaded: time the optimisation only
                 work = real_work.counts()
+                expansions = None
                 if agent in ("backtracking", "greedy"):
                     result = te.search(graph, agent, alpha=config.alpha, budget=config.budget, model=model)
                     best, steps = result.graph, len(result.applied)
                     best_step = steps
-                    enumerations = result.expansions
+                    expansions = result.expansions
                 elif agent in LEARNED:
                     best, taken, best_step = episode_graph(env, policy, config.seed)
                     steps = len(taken)
-                    used = used_steps[agent]
                 else:
                     best, best_cost = graph, graph.cost(model)
                     for k in range(config.random_episodes):
                         g, taken, _ = episode_graph(env, policy, config.seed + k)
                         steps += len(taken)
-                        if g.cost(model) < best_cost:
-                            best, best_cost = g, g.cost(model)
+                        if (cost := g.cost(model)) < best_cost:
+                            best, best_cost = g, cost
                 seconds = time.perf_counter() - start
-            if agent not in ("backtracking", "greedy"):
-                done_work = real_work.since(work)
-                enumerations = real_work.enumerations(done_work)
+                ledger = real_work.ledger(real_work.since(work))
+            if expansions is not None:  # a search's engine work is inside the C++ search: its expansions
+                ledger["enumerations"] = expansions
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {label}: {report}")
@@ -296,8 +330,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             rows.append(Row(graph=label, agent=agent, split=splits[spec], initial_cost_ms=graph.cost(model),
                             final_cost_ms=best.cost(model), speedup=graph.cost(model) / best.cost(model),
                             optimisation_s=seconds, model_load_s=load_s, steps=steps, best_step=best_step,
-                            enumerations=enumerations,
-                            training_env_steps=used,
+                            **ledger, **trained_with.get(agent, {"training_env_steps": None}),
                             onnxruntime_max_abs_diff=max(report.max_abs_diff.values()),
                             measured_original_ms=measured_original, measured_optimised_ms=measured,
                             measured_speedup=measured_original / measured if measured else None))

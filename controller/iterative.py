@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from controller.training import ControllerTrainConfig, load_agent, train_controller
-from taso_env.env.episode import run_episode
+from taso_env.env.collection import play_counted
 from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv, load_graph
-from taso_env.env.rollouts import RolloutReader, RolloutWriter, pack_episode
+from taso_env.env.rollouts import RolloutReader, RolloutWriter
 from taso_env.run_folder import write_json
 from worldmodel.checkpoints import load_stage_config
 
@@ -37,10 +37,10 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
         for k in range(episodes):
             episode_id = first + k
             graph = env.graph_names[episode_id % len(env.graph_names)]
-            ep = run_episode(env, agent, seed + episode_id, options={"graph": graph})
-            writer.write(episode_id, pack_episode(ep, episode_id=episode_id, seed=seed + episode_id, meta=meta,
-                                                  policy="controller"))
-            steps += ep.metrics["steps"]
+            packed = play_counted(env, agent, seed + episode_id, episode_id=episode_id, meta=meta,
+                                  policy_name="controller", options={"graph": graph})  # its look-ups are real work
+            writer.write(episode_id, packed)
+            steps += int(packed["attrs"]["total_steps"])
     return steps
 
 

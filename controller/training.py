@@ -101,8 +101,9 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
             f"| {k} | {v} |" for k, v in _flatten(saved).items())
         tf.summary.text("hparams", table, step=0)
 
-    # Pure dream: any real work in here (engine candidates/apply, env construction,
-    # reset or step) raises RealWorkForbiddenError; the ledger's counts are reported.
+    # Pure dream: any real work in here (env construction, reset or step, an enumeration,
+    # a successor look-up, a cost query) raises RealWorkForbiddenError; the ledger's
+    # counts are reported.
     before = real_work.counts()
     start = time.perf_counter()
     with real_work.forbidden("controller training in the dream"):

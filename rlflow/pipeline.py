@@ -10,6 +10,7 @@ runs/<name>/config.json.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -126,4 +127,17 @@ def run_pipeline(config: PipelineConfig, restart: bool = False) -> dict[str, flo
         print(f"\n=== rlflow {command} {' '.join(argv)}", flush=True)
         timings[command] = run_stage(command, argv, cwd=run.path.resolve())
     write_json(run.path / "pipeline_timings.json", timings)
+    print_ledger(run)
     return timings
+
+
+def print_ledger(run: RunFolder) -> None:
+    """Prints each agent's speedup beside its real work from the run's evaluation
+    (controller.eval_report.ledger_markdown): the optimisation's env steps,
+    enumerations, successor look-ups and cost queries, and the real work behind a
+    learned agent's training data (training_*)."""
+    from controller.eval_report import ledger_markdown
+
+    rows = json.loads((run.eval_dir / "results.json").read_text())
+    print("\n=== speedup and real work (taso_env.engine.real_work) per graph and agent", flush=True)
+    print(ledger_markdown(rows), flush=True)

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from taso_env import _core, dtypes
+from taso_env.engine import real_work
 from taso_env.engine.cost_model import CostModel, make_cost_model, resolve_cost_model
 
 
@@ -261,11 +262,15 @@ class Graph:
     def cost(self, model: str | CostModel | None = None) -> float:
         """Estimated runtime in ms under `model`; without one, under the graph's own cost
         model (`cost_model`), and for a graph without one under the process default
-        (analytic H100 unless the command line chose another; `resolve_cost_model`)."""
+        (analytic H100 unless the command line chose another; `resolve_cost_model`).
+        A cost query on the real-work ledger (refused inside `real_work.forbidden()`)."""
+        real_work.record("cost")
         return resolve_cost_model(model, self).graph_cost(self)
 
     def op_costs(self, model: str | CostModel | None = None) -> np.ndarray:
-        """Estimated runtime (ms) of every op, indexed by op id (model chosen as by `cost`)."""
+        """Estimated runtime (ms) of every op, indexed by op id (model chosen as by `cost`).
+        A cost query on the real-work ledger (refused inside `real_work.forbidden()`)."""
+        real_work.record("op_costs")
         return np.asarray(resolve_cost_model(model, self).op_costs(self), dtype=np.float64)
 
     def op_table(self, model: str | CostModel | None = None) -> list[dict]:

@@ -74,8 +74,9 @@ def rewritten(graph: Graph, core: _core.CoreGraph) -> Graph:
 
 def candidates(graph: Graph, rule_id: int | None = None, *, rules=None,
                model: str | CostModel | None = None) -> list[Candidate]:
-    """Every valid (rule, location) of `graph`, without materialising any graph."""
-    real_work.record("candidates")
+    """Every valid (rule, location) of `graph`, without materialising any graph: a priced
+    candidate list outside an Enumeration, which the rule set's core counts on the
+    real-work ledger as a cost query (taso_env.rules.LedgeredCoreRuleSet)."""
     return resolve_rules(rules).core.candidates(graph.core, core_cost_model(model, graph),
                                                 -1 if rule_id is None else rule_id, as_type=Candidate)
 
@@ -139,7 +140,7 @@ class Enumeration:
 def enumeration(graph: Graph, *, rules=None, model: str | CostModel | None = None) -> Enumeration:
     """Every valid (rule, location) of `graph`, sorted by rule and location, as an
     `Enumeration` that `step` can carry through a rewrite."""
-    real_work.record("candidates")
+    real_work.record("enumeration")
     rule_set, core_model = resolve_rules(rules), core_cost_model(model, graph)
     return Enumeration(graph, rule_set.core.enumeration(graph.core, core_model), rule_set, core_model)
 

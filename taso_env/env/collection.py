@@ -33,8 +33,17 @@ from dataclasses import asdict, dataclass, field
 
 from tqdm import tqdm
 
+from taso_env.engine import real_work
 from taso_env.env.episode import run_episode
-from taso_env.env.rollouts import EncodedEpisode, RolloutMeta, RolloutWriter, encode_episode, pack_episode
+from taso_env.env.rollouts import (
+    EncodedEpisode,
+    RolloutFormatError,
+    RolloutMeta,
+    RolloutReader,
+    RolloutWriter,
+    encode_episode,
+    pack_episode,
+)
 from taso_env.errors import ConfigError, TasoEnvError
 from taso_env.run_folder import ConfigMismatchError, RunFolder
 
@@ -167,12 +176,53 @@ def make_collect_policy(cfg: CollectConfig, env):
     return make_policy(cfg.policy, env, **kwargs)
 
 
+LEDGER_ATTRS = tuple(f"real_work_{column}" for column in real_work.LEDGER)
+"""Episode attributes holding the real work that played the episode (`real_work.ledger`
+of its reset, steps and the policy's own look-ups and cost queries)."""
+
+
+def play_counted(env, policy, seed: int, *, episode_id: int, meta: RolloutMeta, policy_name: str,
+                 options: dict | None = None) -> dict:
+    """Plays one episode and packs it, its real work (`LEDGER_ATTRS`) among its attributes:
+    what every collection, the controller's exploring one included, stores."""
+    before = real_work.counts()
+    episode = run_episode(env, policy, seed, options=options)
+    work = real_work.ledger(real_work.since(before))
+    packed = pack_episode(episode, episode_id=episode_id, seed=seed, meta=meta, policy=policy_name)
+    packed["attrs"].update({f"real_work_{column}": value for column, value in work.items()})
+    return packed
+
+
 def play(cfg: CollectConfig, env, policy, meta: RolloutMeta, episode_id: int) -> dict:
     """Plays episode `episode_id` (graph and seed from the id) and packs it."""
-    seed = cfg.seed + episode_id
     graph = env.graph_names[episode_id % len(env.graph_names)]
-    episode = run_episode(env, policy, seed, options={"graph": graph})
-    return pack_episode(episode, episode_id=episode_id, seed=seed, meta=meta, policy=cfg.policy)
+    return play_counted(env, policy, cfg.seed + episode_id, episode_id=episode_id, meta=meta, policy_name=cfg.policy,
+                        options={"graph": graph})
+
+
+def collection_work(path: str | os.PathLike) -> dict[str, int] | None:
+    """The real work that played every episode of the rollout file `path`, summed by
+    ledger column (`real_work.LEDGER`); None where an episode does not record it (one
+    collected before episodes carried it).
+
+    Raises:
+        RolloutFormatError: the index or an episode file cannot be read.
+    """
+    import h5py
+
+    total = dict.fromkeys(real_work.LEDGER, 0)
+    reader = RolloutReader(path)
+    try:
+        with h5py.File(reader.path, "r") as index:  # each episode an external link: its attributes only are read
+            for episode_id in reader.episode_ids:
+                attrs = index[f"episode_{episode_id}"].attrs
+                if any(name not in attrs for name in LEDGER_ATTRS):
+                    return None
+                for column, name in zip(real_work.LEDGER, LEDGER_ATTRS):
+                    total[column] += int(attrs[name])
+    except (OSError, KeyError) as e:
+        raise RolloutFormatError(reader.path, f"cannot read the episodes' real work ({e})") from e
+    return total
 
 
 def play_encoded(cfg: CollectConfig, env, policy, meta: RolloutMeta, episode_id: int) -> EncodedEpisode:

@@ -254,6 +254,7 @@ class GraphRewriteEnv(gymnasium.Env):
                 reward, terminated, invalid = 0.0, False, False
             else:
                 self._refresh(after)
+                real_work.record("step_entered")  # its search.step is no look-up (real_work.successor_lookups)
                 reward = 100.0 * (previous_cost - self._cost) / self._initial_cost
                 terminated, invalid = not self._cands, False
         else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taso_env import _core
+from taso_env.engine import real_work
 from taso_env.errors import TasoEnvError
 
 RULES_DIR = Path(__file__).resolve().parent
@@ -89,6 +90,22 @@ def load_rule_specs(directory: str | Path = RULES_DIR) -> list[dict]:
     return specs
 
 
+class LedgeredCoreRuleSet(_core.CoreRuleSet):
+    """The C++ rule set with its candidate pricing on the real-work ledger: a
+    `candidates` or `candidate_effects` call (what Graph.candidates makes, or a caller of
+    the core directly) is counted as a cost query, and refused inside
+    `real_work.forbidden()`. Enumerations, steps, look-aheads and searches are counted by
+    taso_env.engine.search, which makes them."""
+
+    def candidates(self, graph, model, rule_id=-1, as_type=tuple):
+        real_work.record("candidates")
+        return super().candidates(graph, model, rule_id, as_type)
+
+    def candidate_effects(self, graph, model, rule_id=-1):
+        real_work.record("candidates")
+        return super().candidate_effects(graph, model, rule_id)
+
+
 @dataclass(frozen=True)
 class RuleSet:
     """Compiled rules (C++) with their specs; `hash` identifies the set's content."""
@@ -116,7 +133,7 @@ def build_rule_set(specs: list[dict]) -> RuleSet:
     canonical = json.dumps([{k: v for k, v in r.items() if k not in ("doc", "examples", "family", "provenance")}
                             for r in specs], sort_keys=True)
     try:
-        core = _core.CoreRuleSet([{k: v for k, v in r.items() if k not in ("examples", "provenance")}
+        core = LedgeredCoreRuleSet([{k: v for k, v in r.items() if k not in ("examples", "provenance")}
                                  for r in specs])
     except (ValueError, KeyError) as e:
         raise RuleFormatError(str(e)) from None
