@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-LEDGER_COLUMNS = ("env_steps", "enumerations", "successor_lookups", "cost_queries")  # real_work.LEDGER
+from taso_env.engine import real_work
+
+LEDGER_COLUMNS = real_work.LEDGER  # env_steps, enumerations, successor_lookups, cost_queries
 TRAINING_COLUMNS = tuple(f"training_{c}" for c in LEDGER_COLUMNS)  # the real work behind the training data
 COLUMNS = ("graph", "split", "agent", "initial_cost_ms", "final_cost_ms", "speedup", "optimisation_s",
            "model_load_s", "steps", "best_step", *LEDGER_COLUMNS, *TRAINING_COLUMNS, "measured_original_ms",

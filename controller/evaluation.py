@@ -192,7 +192,7 @@ def training_work(agent: str, run_dir: Path | None) -> dict[str, int | None]:
     env_steps = {"controller": training_env_steps, "model_free": model_free_env_steps}[agent](run_dir)
     return {"training_env_steps": env_steps,
             **{f"training_{column}": work[column] if work else None
-               for column in ("enumerations", "successor_lookups", "cost_queries")}}
+               for column in real_work.LEDGER if column != "env_steps"}}
 
 
 def training_graphs(run_dir: Path | None) -> list[str]:

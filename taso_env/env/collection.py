@@ -11,6 +11,8 @@ one would have, and only those still missing. Workers (spawned processes) pull e
 ids from a task queue and send encoded episodes (the episode file's bytes,
 `encode_episode`) back; the parent is the single writer
 (taso_env.env.rollouts.RolloutWriter). Workers die with the parent, even on SIGKILL.
+Each episode's attributes record the real work that played it (`LEDGER_ATTRS`, the
+real-work ledger's columns; `collection_work` sums them over a rollout file).
 With `ray` set the episodes run as Ray tasks instead (taso_env.env.ray_collection: the
 same episodes, the same bytes, the same writer); without it Ray is never imported.
 
