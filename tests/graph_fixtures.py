@@ -1,5 +1,7 @@
 """Graphs shared by several test files."""
 
+import numpy as np
+
 import taso_env as te
 from taso_env import dtypes
 
@@ -49,6 +51,12 @@ def all_ops_graph() -> te.Graph:
     b.output(g2, "gemm_t")
     b.output(b.op("ReduceSum", [sel], axes=[0, 2], keepdims=1), "selected")
     b.output(b.op("Cast", [b.op("Mul", [ids, ids])], to=dtypes.FLOAT32), "ids_sq")
+    # Position ids as RoBERTa computes them: a running count of the ids that are not 1.
+    is_pad = b.op("Equal", [ids, b.weight("pad_id", [], dtypes.INT64, value=np.int64(1))])
+    count = b.op("CumSum", [b.op("Cast", [is_pad], to=dtypes.INT64)], axis=1)
+    picked = b.op("GatherElements", [b.weight("ge_data", [2, 10]), ids], axis=1)
+    running = b.op("CumSum", [picked], axis=-1, exclusive=1, reverse=1)
+    b.output(b.op("Add", [running, b.op("Cast", [count], to=dtypes.FLOAT32)]), "positions")
     return b.build()
 
 

@@ -1,8 +1,7 @@
 """Import coverage beyond the evaluation zoo: data/models/coverage/ holds shape-only
 exports of other torchvision classifiers, segmentation and video models and Hugging Face
 text, image and audio encoders (benchmarks/export_zoo.py, see data/models/README.md). Each
-loads with no opaque op (RoBERTa and MPNet: only their position-id preprocessing, computed
-from the input ids), computes what onnxruntime computes on the file itself, and its
+loads with no opaque op, computes what onnxruntime computes on the file itself, and its
 greedy-optimised graph still does. distilbert_dynamic is the TorchScript export with
 symbolic batch and sequence dims (as user scripts and optimum make them): it loads once
 they are given, its Shape arithmetic folded away."""
@@ -20,9 +19,9 @@ from taso_env.onnx.check import check_equivalent, random_feeds
 
 COVERAGE = sorted((Path(__file__).resolve().parent.parent / "data" / "models" / "coverage").glob("*.onnx"))
 
-#: Opaque ops a file may keep: RoBERTa's and MPNet's position ids (Equal, CumSum of the
-#: input ids).
-PREPROCESSING = {"roberta_base": {"Equal", "CumSum", "GatherElements"}, "mpnet": {"Equal", "CumSum"}}
+#: Opaque ops a file may keep: none (RoBERTa's and MPNet's position ids, Equal / CumSum /
+#: GatherElements of the input ids, load as core ops).
+PREPROCESSING: dict[str, set[str]] = {}
 #: Sizes of the symbolic input dims of the dynamic exports.
 DIMS = {"distilbert_dynamic": {"batch": 1, "sequence": 128}}
 

@@ -54,7 +54,7 @@ DOCS_ROW = "row in docs/operators.md"
 FED = {"Input", "Weight"}  # graph inputs and parameters: fed by name, never computed
 # Ops that move data: bytes only, 0 FLOPs by design (docs/operators.md, "Work counts").
 DATA_MOVEMENT = {"Transpose", "Reshape", "Flatten", "Concat", "Split", "Pad", "Gather", "Cast", "Identity",
-                 "Enlarge", "Constant"}
+                 "Enlarge", "Constant", "GatherElements"}
 
 #: facet -> op types without it on purpose.
 EXEMPT = {

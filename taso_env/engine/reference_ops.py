@@ -426,6 +426,56 @@ def _cast(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray
     return [inputs[0].astype(ONNX_TO_NUMPY_DTYPE[to])]
 
 
+def _cumsum(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """ONNX CumSum along `axis` in the input's dtype: `exclusive` leaves each element out
+    of its own sum, `reverse` sums from the end of the axis."""
+    x = inputs[0]
+    if x.dtype == np.bool_:
+        raise ShapeError("CumSum: cannot sum bools")
+    axis = _int(attrs, "axis") % max(x.ndim, 1)
+    reverse = bool(_int(attrs, "reverse", 0))
+    if reverse:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if _int(attrs, "exclusive", 0):
+        shifted = np.zeros_like(y)
+        kept = [slice(None)] * x.ndim
+        kept[axis] = slice(0, x.shape[axis] - 1)
+        moved = [slice(None)] * x.ndim
+        moved[axis] = slice(1, None)
+        shifted[tuple(moved)] = y[tuple(kept)]
+        y = shifted
+    if reverse:
+        y = np.flip(y, axis)
+    return [np.ascontiguousarray(y)]
+
+
+def _equal(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """a == b element-wise with broadcasting: a bool tensor."""
+    del attrs
+    a, b = inputs
+    if a.dtype != b.dtype:
+        raise ShapeError(f"Equal: operands differ in dtype ({a.dtype}, {b.dtype})")
+    return [np.equal(a, b)]
+
+
+def _gather_elements(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """np.take_along_axis along `axis` (ONNX GatherElements); negative indices wrap,
+    out-of-range ones are an error."""
+    data, indices = inputs
+    if indices.dtype not in (np.int32, np.int64):
+        raise ShapeError(f"GatherElements: indices must be int32 or int64, got {indices.dtype}")
+    if indices.ndim != data.ndim:
+        raise ShapeError(f"GatherElements: indices {indices.shape} must have the rank of data {data.shape}")
+    axis = _int(attrs, "axis", 0) % max(data.ndim, 1)
+    dim = data.shape[axis]
+    if np.any((indices < -dim) | (indices >= dim)):
+        raise ShapeError(f"GatherElements: index out of range for dim {axis} of {data.shape}")
+    wrapped = np.where(indices < 0, indices + dim, indices).astype(np.int64)
+    window = tuple(slice(0, n) if d != axis else slice(None) for d, n in enumerate(indices.shape))
+    return [np.take_along_axis(data[window], wrapped, axis=axis)]
+
+
 def _constant(attrs: Mapping[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
     dtype = ONNX_TO_NUMPY_DTYPE[_int(attrs, "dtype", 1)]
     return [np.full(tuple(_ints(attrs, "shape", [])), _attr(attrs, "value", 0.0), dtype=dtype)]
@@ -447,6 +497,7 @@ OP_REGISTRY: Mapping[str, OpFn] = MappingProxyType({
     "ReduceSum": _reduce(np.sum), "LayerNorm": _layer_norm, "Gather": _gather,
     "Where": _where, "Cast": _cast, "Constant": _constant,
     "Clip": _clip, "HardSigmoid": _hard_sigmoid, "HardSwish": _elementwise(_hard_swish),
+    "CumSum": _cumsum, "Equal": _equal, "GatherElements": _gather_elements,
 })
 
 

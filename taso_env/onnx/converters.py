@@ -240,6 +240,19 @@ def _gather(n: _Node) -> Conversion:
     return "Gather", n.inputs[:2], {"axis": int(n.attrs.get("axis", 0))}
 
 
+def _cumsum(n: _Node) -> Conversion:
+    """ONNX CumSum with a constant axis input."""
+    axis = n.const(1)
+    if axis is None or axis.size != 1 or len(n.outputs) != 1:
+        return None
+    return "CumSum", n.inputs[:1], {"axis": int(axis.reshape(-1)[0]), "exclusive": int(n.attrs.get("exclusive", 0)),
+                                    "reverse": int(n.attrs.get("reverse", 0))}
+
+
+def _gather_elements(n: _Node) -> Conversion:
+    return "GatherElements", n.inputs[:2], {"axis": int(n.attrs.get("axis", 0))}
+
+
 def _cast(n: _Node) -> Conversion:
     to = int(n.attrs["to"])
     try:
@@ -297,4 +310,7 @@ CONVERTERS: Mapping[str, OnnxImport] = MappingProxyType({
     "HardSwish": OnnxImport("HardSwish", _same("HardSwish", 1)),
     "Squeeze": OnnxImport("Reshape", _squeeze_like),
     "Unsqueeze": OnnxImport("Reshape", _squeeze_like),
+    "CumSum": OnnxImport("CumSum", _cumsum),
+    "Equal": OnnxImport("Equal", _same("Equal", 2)),
+    "GatherElements": OnnxImport("GatherElements", _gather_elements),
 })

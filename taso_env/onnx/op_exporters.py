@@ -125,6 +125,17 @@ def _gather(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
     w.node("Gather", ins, outs, o.name, axis=o.attrs["axis"])
 
 
+def _cumsum(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
+    """CumSum takes its axis as a 0-D int64 input."""
+    a = o.attrs
+    w.node("CumSum", [*ins, w.const(f"{o.name}.axis", a["axis"])], outs, o.name, exclusive=a["exclusive"],
+           reverse=a["reverse"])
+
+
+def _gather_elements(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
+    w.node("GatherElements", ins, outs, o.name, axis=o.attrs["axis"])
+
+
 def _cast(w: _Writer, o: OpInfo, ins: list[str], outs: list[str]) -> None:
     w.node("Cast", ins, outs, o.name, to=o.attrs["to"])
 
@@ -163,4 +174,5 @@ EXPORTERS: Mapping[str, Emitter] = MappingProxyType({
     "LayerNorm": _layer_norm, "Gather": _gather, "Where": _same_name, "Cast": _cast, "Constant": _constant,
     "Opaque": _opaque,
     "Clip": _clip, "HardSigmoid": _hard_sigmoid, "HardSwish": _same_name,
+    "CumSum": _cumsum, "Equal": _same_name, "GatherElements": _gather_elements,
 })

@@ -34,7 +34,7 @@ DEFAULT_LAUNCH = (256, 1)
 LAUNCH_OP_TYPES = frozenset({
     "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Sqrt", "Exp", "Concat", "Split",
     "Transpose", "Pad", "Enlarge", "Gather", "Where", "Cast", "Clip", "HardSigmoid", "HardSwish", "Softmax",
-    "BatchNorm", "MaxPool2D", "AvgPool2D"})
+    "BatchNorm", "MaxPool2D", "AvgPool2D", "CumSum", "Equal", "GatherElements"})
 CONV_KEYS = ("fuse", "conv_algo", "conv_math", "conv_fused_call")
 
 

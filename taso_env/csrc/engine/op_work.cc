@@ -59,6 +59,8 @@ OpWork compute_op_work(const Op& op, const std::vector<TensorType>& in) {
     case OpType::kSoftmax: w.flops = 12 * out_elems; break;
     case OpType::kLayerNorm: w.flops = 10 * out_elems; break;
     case OpType::kWhere: w.flops = out_elems; break;
+    case OpType::kCumSum: w.flops = out_elems; break;  // one add per element
+    case OpType::kEqual: w.flops = out_elems; break;   // one comparison per element
     case OpType::kOpaque: w.flops = out_elems; break;
     case OpType::kConcat:
     case OpType::kSplit:
@@ -67,6 +69,7 @@ OpWork compute_op_work(const Op& op, const std::vector<TensorType>& in) {
     case OpType::kFlatten:
     case OpType::kPad:
     case OpType::kGather:
+    case OpType::kGatherElements:
     case OpType::kCast:
     case OpType::kConstant:
     case OpType::kIdentity:
@@ -74,8 +77,8 @@ OpWork compute_op_work(const Op& op, const std::vector<TensorType>& in) {
       break;  // data movement: bytes only
     default: w.flops = out_elems * elementwise_flops(op.type); break;
   }
-  if (op.type == OpType::kGather) {
-    // Gather reads only the rows it selects, not the whole table.
+  if (op.type == OpType::kGather || op.type == OpType::kGatherElements) {
+    // Gather (GatherElements) reads only the rows (elements) it selects, not the whole table.
     w.bytes_read = static_cast<double>(in[1].num_bytes()) + w.bytes_written;
   }
   return w;

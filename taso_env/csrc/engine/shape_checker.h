@@ -102,6 +102,9 @@ std::vector<TensorType> infer_pad(Checker& c);
 std::vector<TensorType> infer_gather(Checker& c);
 std::vector<TensorType> infer_where(Checker& c);
 std::vector<TensorType> infer_cast(Checker& c);
+std::vector<TensorType> infer_cumsum(Checker& c);
+std::vector<TensorType> infer_equal(Checker& c);
+std::vector<TensorType> infer_gather_elements(Checker& c);
 
 }  // namespace shape_detail
 }  // namespace taso

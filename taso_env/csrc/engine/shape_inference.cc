@@ -307,6 +307,9 @@ std::vector<TensorType> infer_output_types(OpType type, const std::string& op_na
     case OpType::kGather: return infer_gather(c);
     case OpType::kWhere: return infer_where(c);
     case OpType::kCast: return infer_cast(c);
+    case OpType::kCumSum: return infer_cumsum(c);
+    case OpType::kEqual: return infer_equal(c);
+    case OpType::kGatherElements: return infer_gather_elements(c);
     case OpType::kConstant: {
       c.expect_non_negative("shape");
       int64_t dtype = c.int_attr("dtype");

@@ -1,5 +1,5 @@
 // Output-type inference of the data-movement ops: Concat, Split, Transpose, Reshape,
-// Flatten, Pad, Gather, Where, Cast.
+// Flatten, Pad, Gather, Where, Cast, CumSum, Equal, GatherElements.
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -150,6 +150,34 @@ std::vector<TensorType> infer_cast(Checker& c) {
     c.attr_fail("attribute 'to' = " + std::to_string(to) + " is not a supported dtype code");
   }
   return {{c.input(0).shape, static_cast<int>(to)}};
+}
+
+std::vector<TensorType> infer_cumsum(Checker& c) {
+  const auto& x = c.input(0);
+  if (x.dtype == kBool) c.shape_fail("cannot sum bools, got " + type_str(x));
+  if (x.shape.empty()) c.shape_fail("x must have rank >= 1");
+  c.normalise_axis("axis", x.shape.size());
+  return {x};
+}
+
+std::vector<TensorType> infer_equal(Checker& c) {
+  c.expect_same_dtype(0, 1);
+  return {{broadcast(c, c.input(0).shape, c.input(1).shape), kBool}};
+}
+
+std::vector<TensorType> infer_gather_elements(Checker& c) {
+  const auto& data = c.input(0);
+  const auto& idx = c.input(1);
+  if (idx.dtype != kInt64 && idx.dtype != kInt32) c.shape_fail("indices must be int32 or int64, got " + type_str(idx));
+  if (data.shape.empty()) c.shape_fail("data must have rank >= 1");
+  if (idx.shape.size() != data.shape.size())
+    c.shape_fail("indices " + shape_str(idx.shape) + " must have the rank of data " + shape_str(data.shape));
+  int64_t axis = c.normalise_axis("axis", data.shape.size());
+  for (size_t d = 0; d < data.shape.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && idx.shape[d] > data.shape[d])
+      c.shape_fail("indices " + shape_str(idx.shape) + " exceed data " + shape_str(data.shape) + " at axis " +
+                   std::to_string(d));
+  return {{idx.shape, data.dtype}};
 }
 
 }  // namespace shape_detail

@@ -112,6 +112,30 @@ void launch_pad(const void* x, void* y, int elem_size, const PadIndex& idx, uint
 void launch_gather(const void* data, const void* indices, bool indices64, void* out, int elem_size,
                    int64_t outer, int64_t axis_dim, int64_t n_idx, int64_t inner, cudaStream_t s);
 
+// GatherElements: out (indices' shape, `rank` dims out_dims) reads data at the output
+// coordinate with its `axis` coordinate replaced by the index (negative indices wrap,
+// out-of-range ones are clamped); data_strides are data's element strides.
+struct GatherElementsIndex {
+  int rank = 0, axis = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t data_strides[kMaxRank] = {};
+  int64_t axis_dim = 0;
+};
+void launch_gather_elements(const void* data, const void* indices, bool indices64, void* out, int elem_size,
+                            const GatherElementsIndex& idx, int64_t n, cudaStream_t s);
+
+// out = (a == b) as bool bytes, operands of `dtype` broadcast by idx (operands 0, 1).
+void launch_equal(int dtype, const void* a, const void* b, void* out, const BroadcastIndex& idx, int64_t n,
+                  cudaStream_t s);
+
+// Whether launch_cumsum runs `dtype` (float storage types, float64, int32, int64).
+bool cumsum_supported(int dtype);
+// ONNX CumSum of x viewed as [outer, len, inner] along len: `exclusive` leaves each
+// element out of its own sum, `reverse` sums from the end. Floats accumulate in float
+// (float64 in double), integers in their own type.
+void launch_cumsum(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                   bool reverse, cudaStream_t s);
+
 // Softmax of x viewed as [outer, n, inner] along n.
 void launch_softmax(int dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
 

@@ -1,5 +1,5 @@
 // Data-movement kernels: permuted copy (Transpose), Concat, Split, Pad (and Enlarge),
-// Gather. Each is templated on the element size only (bits are copied, not values).
+// Gather, GatherElements. Each is templated on the element size only (bits are copied, not values).
 #include <cstring>
 #include <string>
 
@@ -100,6 +100,22 @@ __global__ void gather_kernel(const T* data, const I* indices, T* out, int64_t o
   }
 }
 
+template <typename T, typename I>
+__global__ void gather_elements_kernel(GatherElementsIndex idx, const T* data, const I* indices, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t k = static_cast<int64_t>(indices[i]);
+    if (k < 0) k += idx.axis_dim;
+    k = k < 0 ? 0 : (k >= idx.axis_dim ? idx.axis_dim - 1 : k);
+    int64_t rest = i, off = 0;
+    for (int d = idx.rank - 1; d >= 0; --d) {
+      int64_t c = rest % idx.out_dims[d];
+      rest /= idx.out_dims[d];
+      off += (d == idx.axis ? k : c) * idx.data_strides[d];
+    }
+    out[i] = data[off];
+  }
+}
+
 }  // namespace
 
 void launch_permute(const void* x, void* y, int elem_size, const PermuteIndex& idx, int64_t n, cudaStream_t s) {
@@ -180,6 +196,21 @@ void launch_gather(const void* data, const void* indices, bool indices64, void* 
                                                                  static_cast<T*>(out), outer, axis_dim, n_idx, inner);
   });
   check_launch("gather kernel");
+}
+
+void launch_gather_elements(const void* data, const void* indices, bool indices64, void* out, int elem_size,
+                            const GatherElementsIndex& idx, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  by_size(elem_size, [&](auto t) {
+    using T = decltype(t);
+    if (indices64)
+      gather_elements_kernel<T, int64_t><<<grid_for(n), threads_per_block(), 0, s>>>(
+          idx, static_cast<const T*>(data), static_cast<const int64_t*>(indices), static_cast<T*>(out), n);
+    else
+      gather_elements_kernel<T, int32_t><<<grid_for(n), threads_per_block(), 0, s>>>(
+          idx, static_cast<const T*>(data), static_cast<const int32_t*>(indices), static_cast<T*>(out), n);
+  });
+  check_launch("gather elements kernel");
 }
 
 }  // namespace cuda

@@ -1,4 +1,4 @@
-// Element-wise kernels: unary math, broadcasting binary ops and Where, casts, fills,
+// Element-wise kernels: unary math, broadcasting binary ops, Equal and Where, casts, fills,
 // the conv/matmul bias + activation epilogue and the batch-norm fallback. 16-bit floats
 // (__half, __nv_bfloat16) are loaded into float, computed in float and rounded once when
 // stored (float_storage.cuh).
@@ -194,6 +194,22 @@ __global__ void where_kernel(BroadcastIndex idx, const uint8_t* c, const T* x, c
   }
 }
 
+// Values compared as numbers: 16-bit floats through float (+0 equals -0, NaN nothing).
+template <typename T>
+__device__ inline bool values_equal(T a, T b) {
+  if constexpr (kIs16Bit<T>) return load_float(a) == load_float(b);
+  else return a == b;
+}
+
+template <typename T>
+__global__ void equal_kernel(BroadcastIndex idx, const T* a, const T* b, uint8_t* out, int64_t n) {
+  int64_t off[2];
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    offsets_of(idx, i, 2, off);
+    out[i] = values_equal<T>(a[off[0]], b[off[1]]) ? 1 : 0;
+  }
+}
+
 template <typename T>
 __global__ void bcast_copy_kernel(BroadcastIndex idx, const T* x, T* out, int64_t n) {
   int64_t off[1];
@@ -359,6 +375,17 @@ void launch_where(const void* cond, const void* x, const void* y, void* out, int
                                                      static_cast<const T*>(y), static_cast<T*>(out), n);
   });
   check_launch("where kernel");
+}
+
+void launch_equal(int dtype, const void* a, const void* b, void* out, const BroadcastIndex& idx, int64_t n,
+                  cudaStream_t s) {
+  if (n == 0) return;
+  by_any_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    equal_kernel<T><<<grid_for(n), threads_per_block(), 0, s>>>(idx, static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                static_cast<uint8_t*>(out), n);
+  });
+  check_launch("equal kernel");
 }
 
 void launch_broadcast_copy(const void* x, void* out, int elem_size, const BroadcastIndex& idx, int64_t n,

@@ -1,5 +1,6 @@
 // Normalisation and reduction kernels: Softmax, LayerNorm, ReduceMean/ReduceSum (and
-// GlobalAvgPool through it), and the pooling fallback for cases cuDNN cannot express.
+// GlobalAvgPool through it), CumSum (a running sum along an axis), and the pooling
+// fallback for cases cuDNN cannot express.
 // Kernels are templated on the storage type T of float tensors (float_storage.cuh) and
 // accumulate in float.
 #include <cfloat>
@@ -145,7 +146,74 @@ __global__ void pool_kernel(const T* x, T* y, PoolParams p) {
   }
 }
 
+// The accumulator of a running sum over stored values of T: float for the float storage
+// types, T itself for float64 and the integers.
+template <typename T>
+struct SumOf {
+  using type = T;
+  __device__ static type load(T v) { return v; }
+  __device__ static T store(type v) { return v; }
+};
+template <>
+struct SumOf<float> {
+  using type = float;
+  __device__ static float load(float v) { return v; }
+  __device__ static float store(float v) { return v; }
+};
+template <>
+struct SumOf<__half> {
+  using type = float;
+  __device__ static float load(__half v) { return load_float(v); }
+  __device__ static __half store(float v) { return from_float<__half>(v); }
+};
+template <>
+struct SumOf<__nv_bfloat16> {
+  using type = float;
+  __device__ static float load(__nv_bfloat16 v) { return load_float(v); }
+  __device__ static __nv_bfloat16 store(float v) { return from_float<__nv_bfloat16>(v); }
+};
+
+// One thread per (outer, inner) line of x viewed as [outer, len, inner], summing along len.
+template <typename T>
+__global__ void cumsum_kernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                              bool reverse) {
+  using Acc = typename SumOf<T>::type;
+  int64_t lines = outer * inner;
+  for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < lines; c += (int64_t)gridDim.x * blockDim.x) {
+    int64_t base = (c / inner) * len * inner + c % inner;
+    Acc sum = Acc(0);
+    for (int64_t j = 0; j < len; ++j) {
+      int64_t at = base + (reverse ? len - 1 - j : j) * inner;
+      Acc v = SumOf<T>::load(x[at]);
+      if (!exclusive) sum += v;
+      y[at] = SumOf<T>::store(sum);
+      if (exclusive) sum += v;
+    }
+  }
+}
+
 }  // namespace
+
+bool cumsum_supported(int dtype) {
+  return dtype == kFloat32 || dtype == kFloat16 || dtype == kBFloat16 || dtype == kFloat64 || dtype == kInt32 ||
+         dtype == kInt64;
+}
+
+void launch_cumsum(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                   bool reverse, cudaStream_t s) {
+  int64_t lines = outer * inner;
+  if (lines == 0 || len == 0) return;
+  auto launch = [&](auto t) {
+    using T = decltype(t);
+    cumsum_kernel<T><<<grid_for(lines), threads_per_block(), 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                    outer, len, inner, exclusive, reverse);
+  };
+  if (dtype == kInt32) launch(int32_t{});
+  else if (dtype == kInt64) launch(int64_t{});
+  else if (dtype == kFloat64) launch(double{});
+  else by_float_storage(dtype, launch);
+  check_launch("cumsum kernel");
+}
 
 void launch_softmax(int dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
   if (outer * n * inner == 0) return;

@@ -374,6 +374,40 @@ Step compile_op(const Graph& graph, int op_id, const std::vector<void*>& x, cons
       void* yp = y[0];
       return [=](cudaStream_t s) { launch_gather(dp, ip, idx64, yp, esize, outer, dim, n_idx, inner, s); };
     }
+    case OpType::kGatherElements: {
+      const auto& ds = in[0].shape;
+      GatherElementsIndex idx;
+      idx.rank = static_cast<int>(out.shape.size());
+      idx.axis = static_cast<int>(op.attrs.get_int("axis"));
+      idx.axis_dim = ds[idx.axis];
+      int64_t stride = 1;
+      for (int d = idx.rank - 1; d >= 0; --d) {
+        idx.out_dims[d] = out.shape[d];
+        idx.data_strides[d] = stride;
+        stride *= ds[d];
+      }
+      bool idx64 = in[1].dtype == kInt64;
+      const void *dp = x[0], *ip = x[1];
+      void* yp = y[0];
+      return [=](cudaStream_t s) { launch_gather_elements(dp, ip, idx64, yp, esize, idx, n, s); };
+    }
+    case OpType::kEqual: {
+      int operand_dtype = stored_dtype(in[0].dtype, fdt);
+      BroadcastIndex idx = make_broadcast(out.shape, {in[0].shape, in[1].shape});
+      const void *a = x[0], *b = x[1];
+      void* yp = y[0];
+      return [=](cudaStream_t s) { launch_equal(operand_dtype, a, b, yp, idx, n, s); };
+    }
+    case OpType::kCumSum: {
+      if (!cumsum_supported(dtype)) unsupported(op, "dtype " + dtype_name(dtype) + " is not supported");
+      size_t axis = static_cast<size_t>(op.attrs.get_int("axis"));
+      const auto& xs = in[0].shape;
+      int64_t outer = prod(xs, 0, axis), len = xs[axis], inner = prod(xs, axis + 1);
+      bool exclusive = op.attrs.get_int("exclusive") != 0, reverse = op.attrs.get_int("reverse") != 0;
+      const void* xp = x[0];
+      void* yp = y[0];
+      return [=](cudaStream_t s) { launch_cumsum(dtype, xp, yp, outer, len, inner, exclusive, reverse, s); };
+    }
     case OpType::kWhere: {
       BroadcastIndex idx = make_broadcast(out.shape, {in[0].shape, in[1].shape, in[2].shape});
       const void *c = x[0], *a = x[1], *b = x[2];
