@@ -12,7 +12,9 @@ check can tell it is wrong):
     attribute  a literal attribute changed: a fused activation code, an axis, a
                transpose perm or a list of sizes with two neighbours swapped, a `$name`
                of a split or reshape with two neighbours swapped
-    output     two target outputs swapped, or one replaced by another tensor
+    output     two target outputs swapped, one replaced by another tensor, or one
+               passed through a Relu (wrong wherever it is negative; for targets that
+               are a bare free variable, the only change that keeps shapes)
 
 `mutants(spec)` lists the candidates in a fixed order; `judge(mutant)` says what became
 of one:
@@ -56,8 +58,9 @@ ACTIVATION_CODES = (0, 1, 2, 3)
 #: value seeds of the equivalence check of a mutant that z3 cannot decide
 EXTRA_SEEDS = tuple(range(3, 13))
 #: z3 is not tried on mutants computing more tensor elements than this (see
-#: `axioms.prove_rule`); the extra draws decide those
+#: `axioms.prove_rule`), nor longer than Z3_TIMEOUT_MS; the extra draws decide those
 Z3_MAX_ELEMENTS = 1500
+Z3_TIMEOUT_MS = 3000
 
 REJECTED, EQUIVALENT, SURVIVED, NOT_SHAPE_PRESERVING = "rejected", "equivalent", "survived", "not_shape_preserving"
 VERDICTS = (REJECTED, EQUIVALENT, SURVIVED, NOT_SHAPE_PRESERVING)
@@ -210,6 +213,11 @@ def _output_mutants(spec: dict) -> Iterator[tuple[str, str, dict]]:
                 m = _copy(spec)
                 m["target"]["outputs"][a] = other
                 yield "output", f"output {a}: {ref} -> {other}", m
+    for a, ref in enumerate(outs):
+        m = _copy(spec)
+        m["target"]["ops"].append({"name": "mutant_relu", "type": "Relu", "inputs": [ref]})
+        m["target"]["outputs"][a] = "mutant_relu"
+        yield "output", f"output {a}: {ref} -> Relu({ref})", m
 
 
 def mutants(spec: dict) -> list[Mutant]:
@@ -249,7 +257,7 @@ def judge(mutant: Mutant, seeds=(0, 1, 2)) -> MutantResult:
     except (RuleDoesNotFireError, TasoEnvError, ValueError) as e:
         return result(NOT_SHAPE_PRESERVING, "shapes", e)
     try:
-        formal = axioms.prove_rule(rules, 0, max_elements=Z3_MAX_ELEMENTS)
+        formal = axioms.prove_rule(rules, 0, timeout_ms=Z3_TIMEOUT_MS, max_elements=Z3_MAX_ELEMENTS)
     except (RuleDoesNotFireError, TasoEnvError, ValueError) as e:  # a later example's shapes
         return result(NOT_SHAPE_PRESERVING, "shapes", e)
     if formal == axioms.PROVED_ON_EXAMPLE_SHAPES:
