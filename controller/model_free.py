@@ -133,7 +133,7 @@ def _net(n_rules: int, config: ModelFreeConfig) -> CandidateScorer:
 
 def load_model_free_agent(run_dir: str | Path, env) -> ModelFreeAgent:
     """The run's trained model-free agent acting on `env` (deterministic)."""
-    from worldmodel.checkpoints import CheckpointNotFoundError
+    from worldmodel.checkpoints import CheckpointNotFoundError, restore_checked
 
     folder = Path(run_dir) / MODEL_FREE_DIR
     saved = RunFolder(run_dir).stage_config(MODEL_FREE_DIR)
@@ -142,7 +142,7 @@ def load_model_free_agent(run_dir: str | Path, env) -> ModelFreeAgent:
         raise CheckpointNotFoundError(f"no trained model-free agent in {folder} (run `rlflow train-model-free`)")
     config = ModelFreeConfig(**{**saved["train"], "graphs": tuple(saved["train"]["graphs"])})
     net = _net(int(saved["n_rules"]), config)
-    tf.train.Checkpoint(net=net).restore(latest).expect_partial()
+    restore_checked(tf.train.Checkpoint(net=net), latest).expect_partial()
     return ModelFreeAgent(net, env, config.max_candidates)
 
 

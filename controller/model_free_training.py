@@ -21,6 +21,7 @@ from taso_env.engine import real_work
 from taso_env.env.episode import run_episode
 from taso_env.env.rewrite_env import GraphRewriteEnv
 from taso_env.run_folder import RunFolder, read_json, write_json
+from worldmodel.checkpoints import restore_checked
 from worldmodel.graphs_tuple import batch_observations, to_graphs_tuple
 
 
@@ -80,7 +81,7 @@ def train_model_free(run_dir: str | Path, config: ModelFreeConfig, restart: bool
     ckpt = tf.train.Checkpoint(net=net, optimizer=optimizer, counters=counters)
     manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=2)
     if manager.latest_checkpoint:
-        ckpt.restore(manager.latest_checkpoint)
+        restore_checked(ckpt, manager.latest_checkpoint)
     curve_path = folder / "curve.json"
     curve = read_json(curve_path) if curve_path.exists() and manager.latest_checkpoint else []
     writer = tf.summary.create_file_writer(str(run.tensorboard_dir(MODEL_FREE_DIR)))

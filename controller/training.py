@@ -23,7 +23,7 @@ from controller.ppo import PPOTrainer
 from taso_env.engine import real_work
 from taso_env.env.rollouts import RolloutReader, batch_graphs
 from taso_env.run_folder import RunFolder, write_json
-from worldmodel.checkpoints import CheckpointNotFoundError, load_mdnrnn, load_vae
+from worldmodel.checkpoints import CheckpointNotFoundError, load_mdnrnn, load_vae, restore_checked
 from worldmodel.dream_env import Dream
 from worldmodel.graphs_tuple import to_graphs_tuple
 
@@ -55,7 +55,7 @@ def load_controller(run_dir: str | Path) -> tuple[Controller, ControllerTrainCon
     latest = tf.train.latest_checkpoint(str(folder))
     if latest is None:
         raise CheckpointNotFoundError(f"no controller checkpoint in {folder}")
-    ckpt.restore(latest).expect_partial()
+    restore_checked(ckpt, latest).expect_partial()
     controller(tf.zeros([1, controller.config.obs_dim]), tf.ones([1, controller.config.n_actions], tf.bool))
     return controller, ControllerTrainConfig.from_dict(saved["train"])
 
@@ -94,7 +94,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     ckpt = tf.train.Checkpoint(controller=controller, optimizer=trainer.optimizer, step=step)
     manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=3)
     if manager.latest_checkpoint:
-        ckpt.restore(manager.latest_checkpoint)
+        restore_checked(ckpt, manager.latest_checkpoint)
     writer = tf.summary.create_file_writer(str(RunFolder(run_dir).tensorboard_dir(CONTROLLER_DIR)))
     with writer.as_default():
         table = "| setting | value |\n|---|---|\n" + "\n".join(

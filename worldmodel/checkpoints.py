@@ -36,6 +36,31 @@ class CheckpointNotFoundError(TasoEnvError, FileNotFoundError):
     """A run folder lacks the trained model (or its config) that was asked for."""
 
 
+class CheckpointMismatchError(TasoEnvError, ValueError):
+    """A checkpoint's variables do not fit the model this rlflow builds: it was trained
+    with another observation format (e.g. before operator types were added: the node
+    features' width is the number of operator types + 3), another rule set or other
+    model sizes."""
+
+
+def restore_checked(checkpoint: tf.train.Checkpoint, path: str):
+    """`checkpoint.restore(path)`, with a variable of another shape reported as a
+    CheckpointMismatchError naming the checkpoint, the variable and what to do.
+
+    Returns:
+        The restore status (for `expect_partial()` / `assert_existing_objects_matched()`).
+    """
+    try:
+        return checkpoint.restore(path)
+    except ValueError as err:
+        if "incompatible tensor" not in str(err):
+            raise
+        raise CheckpointMismatchError(
+            f"the checkpoint {path} does not fit this rlflow's model ({err}); it was trained with "
+            f"another observation format (node features now {NODE_DIM} wide), rule set or model size: "
+            f"retrain that stage with --restart") from err
+
+
 def prepare_stage(run_dir: str, stage: str, *, restart: bool, resumable: tuple[str, ...] = ("training",),
                   **configs) -> None:
     """Readies runs/<name>/<stage>/ for training (taso_env.run_folder.RunFolder.prepare_stage):
@@ -108,7 +133,7 @@ def _restore(model, folder: str) -> str:
     latest = tf.train.latest_checkpoint(folder)
     if latest is None:
         raise CheckpointNotFoundError(f"no checkpoint under {folder}")
-    make_checkpoint(model).restore(latest).expect_partial().assert_existing_objects_matched()
+    restore_checked(make_checkpoint(model), latest).expect_partial().assert_existing_objects_matched()
     return latest
 
 

@@ -53,7 +53,7 @@ def open_session(model: snt.Module, build: Callable, run_dir: str, stage: str, t
     ckpt = checkpoints.make_checkpoint(model, optimizer, step, **extra)
     manager = checkpoints.checkpoint_manager(ckpt, run_dir, stage)
     if manager.latest_checkpoint:
-        ckpt.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        checkpoints.restore_checked(ckpt, manager.latest_checkpoint).assert_existing_objects_matched()
         log(f"{stage}: resumed from {manager.latest_checkpoint} at step {int(step.numpy())}")
     return Session(optimizer, learning_rate, step, manager, int(step.numpy()))
 
