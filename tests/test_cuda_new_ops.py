@@ -53,6 +53,20 @@ def test_cumsum_matches_the_reference(math, dtype, axis, exclusive, reverse):
 
 
 @pytest.mark.parametrize("math", ["fp32", "fp16"])
+@pytest.mark.parametrize("dtype", [dtypes.FLOAT32, dtypes.INT64, dtypes.INT32])
+@pytest.mark.parametrize("shape", [[1, 128], [2, 301, 3], [3, 1000]])
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumsum_of_few_long_lines_matches_the_reference(math, dtype, shape, exclusive, reverse):
+    # a block per line (position ids: one line of the sequence length per batch row)
+    b = te.GraphBuilder(f"cumsum_long_{len(shape)}_{exclusive}{reverse}")
+    b.output(b.op("CumSum", [b.input("x", shape, dtype)], axis=1, exclusive=exclusive, reverse=reverse), "y")
+    g = b.build()
+    rng = np.random.default_rng(shape[1])
+    value = rng.standard_normal(shape) if dtype == dtypes.FLOAT32 else rng.integers(-9, 10, shape)
+    _assert_matches_reference(g, {"x": value.astype(dtypes.to_numpy(dtype))}, math)
+
+
+@pytest.mark.parametrize("math", ["fp32", "fp16"])
 @pytest.mark.parametrize("dtype", [dtypes.FLOAT32, dtypes.INT64, dtypes.INT32, dtypes.BOOL])
 @pytest.mark.parametrize("shapes", [([4, 6], [4, 6]), ([2, 3, 6], [6]), ([2, 1, 6], [3, 1]), ([4, 6], [])])
 def test_equal_matches_the_reference(math, dtype, shapes):

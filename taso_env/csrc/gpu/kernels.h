@@ -132,7 +132,8 @@ void launch_equal(int dtype, const void* a, const void* b, void* out, const Broa
 bool cumsum_supported(int dtype);
 // ONNX CumSum of x viewed as [outer, len, inner] along len: `exclusive` leaves each
 // element out of its own sum, `reverse` sums from the end. Floats accumulate in float
-// (float64 in double), integers in their own type.
+// (float64 in double), integers in their own type. Few long lines scan a block each,
+// many lines a thread each.
 void launch_cumsum(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
                    bool reverse, cudaStream_t s);
 

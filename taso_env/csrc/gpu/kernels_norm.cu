@@ -192,6 +192,45 @@ __global__ void cumsum_kernel(const T* x, T* y, int64_t outer, int64_t len, int6
   }
 }
 
+// Lines at least this long, when fewer than kBlockScanMaxLines (too few to fill the GPU
+// with one thread each), are scanned by a block each.
+constexpr int64_t kBlockScanMinLength = 64;
+constexpr int64_t kBlockScanMaxLines = 4096;
+
+// One block of kRowThreads per line (few, long lines: a sequence of position ids): each
+// thread sums a contiguous chunk of the line, the block scans the chunk sums, and each
+// thread then writes its chunk starting from the sum of the chunks before it.
+template <typename T>
+__global__ void cumsum_block_kernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                                    bool reverse) {
+  using Acc = typename SumOf<T>::type;
+  __shared__ Acc partial[kRowThreads];
+  int64_t chunk = (len + kRowThreads - 1) / kRowThreads;
+  int64_t begin = threadIdx.x * chunk, end = begin + chunk < len ? begin + chunk : len;
+  for (int64_t line = blockIdx.x; line < outer * inner; line += gridDim.x) {
+    int64_t base = (line / inner) * len * inner + line % inner;
+    auto at = [&](int64_t j) { return base + (reverse ? len - 1 - j : j) * inner; };
+    Acc own = Acc(0);
+    for (int64_t j = begin; j < end; ++j) own += SumOf<T>::load(x[at(j)]);
+    partial[threadIdx.x] = own;
+    __syncthreads();
+    for (int step = 1; step < kRowThreads; step <<= 1) {  // inclusive scan of the chunk sums
+      Acc add = threadIdx.x >= step ? partial[threadIdx.x - step] : Acc(0);
+      __syncthreads();
+      partial[threadIdx.x] += add;
+      __syncthreads();
+    }
+    Acc sum = partial[threadIdx.x] - own;  // the chunks before this one
+    for (int64_t j = begin; j < end; ++j) {
+      Acc v = SumOf<T>::load(x[at(j)]);
+      if (!exclusive) sum += v;
+      y[at(j)] = SumOf<T>::store(sum);
+      if (exclusive) sum += v;
+    }
+    __syncthreads();  // partial is reused by the next line
+  }
+}
+
 }  // namespace
 
 bool cumsum_supported(int dtype) {
@@ -205,8 +244,12 @@ void launch_cumsum(int dtype, const void* x, void* y, int64_t outer, int64_t len
   if (lines == 0 || len == 0) return;
   auto launch = [&](auto t) {
     using T = decltype(t);
-    cumsum_kernel<T><<<grid_for(lines), threads_per_block(), 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                                    outer, len, inner, exclusive, reverse);
+    if (len >= kBlockScanMinLength && lines < kBlockScanMaxLines)
+      cumsum_block_kernel<T><<<static_cast<unsigned>(lines < 65535 ? lines : 65535), kRowThreads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), outer, len, inner, exclusive, reverse);
+    else
+      cumsum_kernel<T><<<grid_for(lines), threads_per_block(), 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                      outer, len, inner, exclusive, reverse);
   };
   if (dtype == kInt32) launch(int32_t{});
   else if (dtype == kInt64) launch(int64_t{});
