@@ -13,10 +13,19 @@ import numpy as np
 import pytest
 
 import taso_env as te
+from taso_env.engine import reference
 from taso_env.rules import build_rule_set, mutation
 from taso_env.rules.generator import axioms
 from taso_env.rules.sets import renumbered
-from taso_env.rules.verify import RuleDoesNotFireError, RuleOutputMismatchError, verify_rule
+from taso_env.rules.verify import (
+    WEIGHT_MAGNITUDE,
+    RuleDoesNotFireError,
+    RuleOutputMismatchError,
+    instantiate,
+    rewrite_example,
+    verification_weights,
+    verify_rule,
+)
 
 RULES = te.rules.default()
 LISTING = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "rule_mutations_listing.json"
@@ -96,6 +105,37 @@ def test_wrong_op_is_rejected_by_the_numeric_check():
     with pytest.raises(RuleOutputMismatchError, match="differs"):
         verify_rule(rules, 0)
     assert axioms.prove_rule(rules, 0) == axioms.REFUTED
+
+
+def test_a_fused_tanh_where_the_rule_has_none_is_rejected():
+    # MatMul activation 0 -> 3 (tanh) in the target: wrong, but with weights drawn as
+    # for deep nets (`Graph.random_weights`: N(0, 0.05^2) vectors) the outputs are
+    # ~0.01, where tanh(x) is x within the tolerance; of order 1 they are not
+    spec = RULES.specs[RULES.id_of("gen_scale_3d3ea2349e")]
+    wrong = [m for m in mutation.mutants(spec) if m.change == "t2 activation: 0 -> 3"][0]
+    rules = build_rule_set(renumbered([wrong.spec]))
+    with pytest.raises(RuleOutputMismatchError, match="differs"):
+        verify_rule(rules, 0, seeds=(0,))
+    result = mutation.judge(wrong)
+    assert (result.verdict, result.decided_by) == (mutation.REJECTED, "numeric")
+    g, g2, _ = rewrite_example(rules, 0, spec["examples"][0], 0)
+    small = {**g.random_inputs(0), **g.random_weights(100)}
+    want, got = reference.run(g, small)["out0"], reference.run(g2, small)["out0"]
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()  # what hid it before
+
+
+def test_verification_weights_are_of_order_one_and_valid_for_their_op():
+    spec = RULES.specs[RULES.id_of("fold_conv_batchnorm")]
+    g = instantiate(spec, spec["examples"][0], 0).graph
+    weights = verification_weights(g, 100)
+    assert set(weights) == set(g.random_weights(100))
+    variance = g.ops[[o for o in g.ops if o.type == "BatchNorm"][0].inputs[4].op].name
+    for name, value in weights.items():
+        low, high = WEIGHT_MAGNITUDE
+        assert np.all((np.abs(value) >= low) & (np.abs(value) <= high)), name
+        assert name != variance or np.all(value > 0)
+    signs = np.concatenate([np.sign(v).ravel() for v in weights.values()])
+    assert {-1.0, 1.0} <= set(signs.tolist())
 
 
 def test_commutative_swap_is_detected_as_equivalent_by_z3():

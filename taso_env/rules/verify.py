@@ -37,6 +37,34 @@ class RuleOutputMismatchError(RuleVerificationError):
     """The rewritten graph computes different outputs (the numeric check failed)."""
 
 
+#: magnitude range of every float weight value `verify_rule` draws: of order 1, so
+#: that outputs leave the near-linear region of the activations (a fused Tanh or Gelu
+#: where the rule has none differs from the identity there by far more than the
+#: tolerance), and bounded away from 0, so that a weight used as a divisor is safe
+WEIGHT_MAGNITUDE = (0.5, 1.5)
+
+
+def verification_weights(graph: Graph, seed: int) -> dict[str, np.ndarray]:
+    """Values for every weight without data: floats of magnitude uniform in
+    `WEIGHT_MAGNITUDE` with a random sign, BatchNorm variances positive; other weights
+    (integer indices) as `Graph.random_weights` draws them.
+
+    `Graph.random_weights` scales its draws for deep nets (N(0, 1/fan_in) kernels,
+    N(0, 0.05^2) vectors); on a rule's few ops such small values keep every
+    activation near its linear region and hide a wrong activation or op.
+    """
+    rng = np.random.default_rng(seed)
+    positive = {graph.ops[o.inputs[4].op].name for o in graph.ops if o.type == "BatchNorm"}
+    out = graph.random_weights(seed)
+    for name, value in out.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            continue
+        magnitude = rng.uniform(*WEIGHT_MAGNITUDE, size=value.shape)
+        sign = 1.0 if name in positive else rng.choice((-1.0, 1.0), size=value.shape)
+        out[name] = (sign * magnitude).astype(value.dtype)
+    return out
+
+
 @dataclass(frozen=True)
 class Instance:
     graph: Graph
@@ -79,7 +107,7 @@ def instantiate(spec: dict, example: dict, seed: int) -> Instance:
     """Builds a graph holding exactly the rule's source pattern, per the example."""
     rng = np.random.default_rng(seed)
     dims = _draw_dims(example, rng)
-    b = GraphBuilder(f"verify_{spec['name']}")  # no weight data: feeds come from random_weights
+    b = GraphBuilder(f"verify_{spec['name']}")  # no weight data: feeds come from verification_weights
     tensors: dict[str, object] = {}
     weights = set(example.get("weights", []))
     source_ids = []
@@ -133,6 +161,10 @@ def rewrite_example(rules: RuleSet, rule_id: int, example: dict, seed: int) -> t
 def verify_rule(rules: RuleSet, rule_id: int, seeds=(0, 1, 2), rtol: float = 1e-4) -> int:
     """Verifies one rule on every example and seed; returns the number of checks.
 
+    Each check feeds the source graph and its rewrite the same values: inputs
+    ~ N(0, 1) (`Graph.random_inputs`), weights from `verification_weights`; every
+    output must agree within 1e-6 + `rtol` times its largest magnitude.
+
     Raises:
         RuleVerificationError: no example to verify with.
         RuleDoesNotFireError: the rule does not fire on its own source pattern.
@@ -153,7 +185,7 @@ def verify_rule(rules: RuleSet, rule_id: int, seeds=(0, 1, 2), rtol: float = 1e-
             if abs((g2.cost() - g.cost()) - candidate.cost_delta) > 1e-9:
                 raise RuleCostDeltaError(f"{where}: cost delta {candidate.cost_delta} but the cost "
                                          f"changed by {g2.cost() - g.cost()}")
-            feeds = {**g.random_inputs(seed), **g.random_weights(seed + 100)}
+            feeds = {**g.random_inputs(seed), **verification_weights(g, seed + 100)}
             before, after = reference.run(g, feeds), reference.run(g2, feeds)
             for name, want in before.items():
                 got = after[name]
