@@ -216,9 +216,26 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     Raises:
         MalformedOnnxError, MissingShapeError, DynamicShapeError (a symbolic input
         dimension `dims` does not fix: the message lists them all), ShapeError, CycleError.
+        A model that breaks the importer's assumptions in any other way (an initializer
+        whose data does not fit its dims, a name that is not UTF-8, an attribute of the
+        wrong kind) is a MalformedOnnxError naming the file, the stage and the node.
     """
     where = str(source) if isinstance(source, (str, os.PathLike)) else "<in-memory model>"
+    place = {"stage": "reading the model", "node": None}
+    try:
+        return _import(source, name, dims, where, place)
+    except errors.TasoEnvError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, UnicodeError, OverflowError,
+            RecursionError, MemoryError) as e:
+        raise errors.MalformedOnnxError(f"{place['stage']}: {type(e).__name__}: {e}", path=where,
+                                        node=place["node"]) from None
+
+
+def _import(source, name: str | None, dims: Mapping[str, int] | None, where: str, place: dict) -> Graph:
+    """load_onnx's work; `place` is kept up to date with the stage and node at work."""
     model = _read_model(source, where)
+    place["stage"] = "checking and inferring shapes"
     model, set_aside = _set_weights_aside(model)  # before any copy of the model
     model = _bind_dims(model, dict(dims or {}), where)
     _sort_nodes(model, where)
@@ -226,6 +243,7 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     # Constants folded (folding.py), then ONNX ops as core ops (lowering.py). Folding runs
     # until nothing folds: a shape known only after one round's constants (a Range of a
     # folded Shape) lets the next round fold what reads it.
+    place["stage"] = "folding constants and lowering"
     for _ in range(_FOLD_ROUNDS):
         folded = fold_constants(model)
         if folded is model:
@@ -242,12 +260,17 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         ctx.types[vi.name] = _tensor_type(vi, where, producer.get(vi.name))
     for init in [*graph.initializer, *set_aside]:
+        place["stage"] = f"reading initializer {init.name!r}"
         ctx.constants[init.name] = numpy_helper.to_array(init)
         ctx.types[init.name] = (tuple(init.dims), init.data_type)
 
     nodes = list(graph.node)
     for n in nodes:  # Constant nodes are constants, not ops
         if n.op_type == "Constant" and len(n.output) == 1:
+            place["stage"], place["node"] = "reading a Constant's value", n.name or n.op_type
+            if len(n.attribute) != 1:
+                raise errors.MalformedOnnxError(f"a Constant needs one attribute, has {len(n.attribute)}",
+                                                path=where, node=n.name or n.op_type)
             ctx.constants[n.output[0]] = numpy_helper.to_array(
                 onnx.helper.get_attribute_value(n.attribute[0])) if n.attribute[0].name == "value" \
                 else np.asarray(onnx.helper.get_attribute_value(n.attribute[0]))
@@ -287,6 +310,7 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
     for i, proto in enumerate(nodes):
         node = _Node(proto, ctx)
         node_name = proto.name or f"{proto.op_type}_{i}"
+        place["stage"], place["node"] = f"converting a {proto.op_type} node", node_name
         conversion = None
         if proto.domain in ("", "ai.onnx") and proto.op_type in CONVERTERS:
             conversion = CONVERTERS[proto.op_type].convert(node)
@@ -306,6 +330,7 @@ def load_onnx(source, name: str | None = None, dims: Mapping[str, int] | None = 
                 tensors[o] = (op, index)
                 _check_inferred(core, op, index, ctx.types[o], where, node_name, o)
 
+    place["stage"], place["node"] = "adding the graph outputs", None
     for vi in graph.output:
         core.add_output(ref(vi.name, "graph output"), vi.name)
 

@@ -31,15 +31,23 @@ def _check_pattern(p, where: str, need_ops: bool) -> None:
     if not isinstance(p, dict) or set(p) - _PATTERN_KEYS:
         raise RuleFormatError(f"{where}: must be an object with keys {sorted(_PATTERN_KEYS)}")
     ops = p.get("ops", [])
+    if not isinstance(ops, list):
+        raise RuleFormatError(f"{where}: 'ops' must be a list")
     if need_ops and not ops:
         raise RuleFormatError(f"{where}: needs at least one op")
     for o in ops:
         if not isinstance(o, dict) or set(o) - _OP_KEYS or not {"name", "type"} <= set(o):
             raise RuleFormatError(f"{where}: op {o!r} must have 'name' and 'type' (and 'inputs', 'attrs')")
-        if not all(isinstance(i, str) for i in o.get("inputs", [])):
-            raise RuleFormatError(f"{where}: op {o['name']!r} inputs must be strings")
-    if not p.get("outputs"):
-        raise RuleFormatError(f"{where}: needs 'outputs'")
+        if not isinstance(o["name"], str) or not isinstance(o["type"], str):
+            raise RuleFormatError(f"{where}: op {o['name']!r}: 'name' and 'type' must be strings")
+        inputs = o.get("inputs", [])
+        if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+            raise RuleFormatError(f"{where}: op {o['name']!r} inputs must be a list of strings")
+        if not isinstance(o.get("attrs", {}), dict):
+            raise RuleFormatError(f"{where}: op {o['name']!r} 'attrs' must be an object")
+    outputs = p.get("outputs")
+    if not outputs or not isinstance(outputs, list) or not all(isinstance(t, str) for t in outputs):
+        raise RuleFormatError(f"{where}: needs 'outputs', a non-empty list of strings")
 
 
 def _check_rule(r, path: Path) -> None:
@@ -51,8 +59,13 @@ def _check_rule(r, path: Path) -> None:
         raise RuleFormatError(f"{where}: missing {sorted(missing)}")
     if set(r) - _RULE_KEYS:
         raise RuleFormatError(f"{where}: unknown keys {sorted(set(r) - _RULE_KEYS)}")
-    if not isinstance(r["id"], int) or r["id"] < 0:
+    if not isinstance(r["id"], int) or isinstance(r["id"], bool) or r["id"] < 0:
         raise RuleFormatError(f"{where}: 'id' must be a non-negative integer")
+    if not isinstance(r["name"], str):
+        raise RuleFormatError(f"{where}: 'name' must be a string")
+    for key, kind in (("shapes", dict), ("constraints", list), ("examples", list)):
+        if key in r and not isinstance(r[key], kind):
+            raise RuleFormatError(f"{where}: {key!r} must be a{'n object' if kind is dict else ' list'}")
     _check_pattern(r["source"], where + " source", True)
     _check_pattern(r["target"], where + " target", False)
 
@@ -70,11 +83,15 @@ def load_rule_specs(directory: str | Path = RULES_DIR) -> list[dict]:
         raise RuleFormatError(f"no rule files (*.json) in {directory}")
     for path in files:
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise RuleFormatError(f"{path.name}: not valid JSON ({e})") from None
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise RuleFormatError(f"{path.name}: not valid JSON ({type(e).__name__}: {e})") from None
+        except RecursionError:
+            raise RuleFormatError(f"{path.name}: JSON nested too deeply") from None
         if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
             raise RuleFormatError(f"{path.name}: must be an object with a 'rules' list")
+        if not isinstance(data.get("family", path.stem), str):
+            raise RuleFormatError(f"{path.name}: 'family' must be a string")
         for r in data["rules"]:
             _check_rule(r, path)
             specs.append(dict(r, family=data.get("family", path.stem)))
@@ -135,8 +152,12 @@ def build_rule_set(specs: list[dict]) -> RuleSet:
     try:
         core = LedgeredCoreRuleSet([{k: v for k, v in r.items() if k not in ("examples", "provenance")}
                                  for r in specs])
+    except RuleFormatError:
+        raise
     except (ValueError, KeyError) as e:
         raise RuleFormatError(str(e)) from None
+    except (TypeError, IndexError, OverflowError, RecursionError) as e:  # a field of the wrong type or size
+        raise RuleFormatError(f"a rule field has the wrong type or size ({type(e).__name__}: {e})") from None
     return RuleSet(tuple(specs), core, hashlib.sha256(canonical.encode()).hexdigest()[:16])
 
 

@@ -71,11 +71,13 @@ from taso_env.env.rollouts.format import (
     pack_episode,
 )
 from taso_env.env.rollouts.reader import RolloutReader
+from taso_env.env.rollouts.untrusted_open import CorruptRolloutError
 from taso_env.env.rollouts.writer import RolloutWriter
 
 __all__ = [
     "EPISODE_ATTRS",
     "EPISODE_FILE",
+    "CorruptRolloutError",
     "EncodedEpisode",
     "EpisodeData",
     "FORMAT_VERSION",

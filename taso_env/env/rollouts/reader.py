@@ -24,6 +24,7 @@ from taso_env.env.rollouts.format import (
     _empty_graph,
     batch_graphs,
 )
+from taso_env.env.rollouts.untrusted_open import check_in_child
 
 
 class RolloutReader:
@@ -33,28 +34,40 @@ class RolloutReader:
         path: the index file (runs/<name>/rollouts.h5).
         expected_rule_set_hash: if given, the rollouts must have been recorded with this
             rule set (e.g. `taso_env.rules.default().hash`).
+        untrusted: the file may be corrupt or crafted (not written by rlflow in its own
+            run folder): it and its episode files are read once in a child process
+            first, so that a crash of libhdf5 becomes a CorruptRolloutError instead of
+            killing this process (taso_env/env/rollouts/untrusted_open.py).
 
     Raises:
         RolloutFormatError: the index is corrupt or truncated, lacks attributes, has
             another format version, or links to a missing episode file.
+        CorruptRolloutError: with `untrusted`, reading the file crashed or hung libhdf5.
         RuleSetMismatchError: the rule set differs from `expected_rule_set_hash`.
     """
 
-    def __init__(self, path: str | os.PathLike, expected_rule_set_hash: str | None = None):
+    def __init__(self, path: str | os.PathLike, expected_rule_set_hash: str | None = None, *,
+                 untrusted: bool = False):
         self.path = os.path.abspath(path)
+        if untrusted:
+            check_in_child(self.path)
         try:
             with h5py.File(self.path, "r") as f:
                 attrs = dict(f.attrs)
                 links = {name: f.get(name, getlink=True) for name in f}
-        except OSError as e:
-            raise RolloutFormatError(self.path, f"cannot read the rollout index ({e})") from e
+        except (OSError, KeyError, ValueError, RuntimeError, TypeError) as e:  # h5py's errors for corrupt files
+            raise RolloutFormatError(self.path, f"cannot read the rollout index ({type(e).__name__}: {e})") from e
         if attrs.get("format_version") != FORMAT_VERSION:
             raise RolloutFormatError(self.path, f"format_version {attrs.get('format_version')!r}, this "
                                                 f"reader reads {FORMAT_VERSION}")
         missing = [f.name for f in fields(RolloutMeta) if f.name not in attrs and f.default is MISSING]
         if missing:
             raise RolloutFormatError(self.path, f"index lacks root attributes {missing}")
-        self.meta = RolloutMeta(**{f.name: _py(attrs[f.name]) for f in fields(RolloutMeta) if f.name in attrs})
+        try:
+            self.meta = RolloutMeta(**{f.name: _py(attrs[f.name]) for f in fields(RolloutMeta) if f.name in attrs})
+        except (ValueError, TypeError) as e:  # an attribute of the wrong kind, bytes that are not UTF-8
+            raise RolloutFormatError(self.path, f"root attributes unreadable ({type(e).__name__}: {e})") from None
+        _check_meta(self.meta, self.path)
         if expected_rule_set_hash is not None and self.meta.rule_set_hash != expected_rule_set_hash:
             raise RuleSetMismatchError(self.path, f"recorded with rule set {self.meta.rule_set_hash}, "
                                                   f"expected {expected_rule_set_hash}")
@@ -64,6 +77,8 @@ class RolloutReader:
             match = re.fullmatch(r"episode_(\d+)", name)
             if not match or not isinstance(link, h5py.ExternalLink):
                 raise RolloutFormatError(self.path, f"{name!r} is not an episode link")
+            if not isinstance(link.filename, str):
+                raise RolloutFormatError(self.path, f"{name} links to a file name that is not text")
             file = os.path.join(folder, link.filename)
             if not os.path.isfile(file):
                 raise RolloutFormatError(self.path, f"{name} links to missing file {file}")
@@ -91,16 +106,27 @@ class RolloutReader:
                     raise RolloutFormatError(path, f"missing fields {missing}")
                 arrays = {n: f[n][()] for n in names}
                 attrs = {k: _py(v) for k, v in f.attrs.items()}
-        except (OSError, KeyError, ValueError) as e:
+        except (OSError, KeyError, ValueError, RuntimeError, TypeError, AttributeError) as e:
             if isinstance(e, RolloutFormatError):
                 raise
-            raise RolloutFormatError(path, f"cannot read episode {episode_id} ({e})") from e
-        if attrs.get("rule_set_hash") != self.meta.rule_set_hash:
-            raise RuleSetMismatchError(path, f"rule set {attrs.get('rule_set_hash')}, the index has "
+            raise RolloutFormatError(path, f"cannot read episode {episode_id} ({type(e).__name__}: {e})") from e
+        recorded = attrs.get("rule_set_hash")
+        if not isinstance(recorded, str) or recorded != self.meta.rule_set_hash:
+            raise RuleSetMismatchError(path, f"rule set {recorded!r}, the index has "
                                              f"{self.meta.rule_set_hash}")
+        for name in ("observations/n_node", "observations/n_edge"):
+            counts = arrays[name]
+            if not isinstance(counts, np.ndarray) or counts.ndim != 1 or counts.dtype.kind not in "iu" \
+                    or (counts.size and counts.min() < 0):
+                raise RolloutFormatError(path, f"{name}: must be a 1-d array of counts >= 0")
         ep = EpisodeData(path, arrays, attrs, _offsets(arrays["observations/n_node"]),
                          _offsets(arrays["observations/n_edge"]))
-        _check_episode(ep, self.meta)
+        try:
+            _check_episode(ep, self.meta)
+        except (ValueError, TypeError, IndexError, AttributeError) as e:
+            if isinstance(e, RolloutFormatError):
+                raise
+            raise RolloutFormatError(path, f"episode {episode_id} breaks the layout ({type(e).__name__}: {e})") from e
         return ep
 
     def total_steps(self) -> int:
@@ -115,7 +141,7 @@ class RolloutReader:
             try:
                 with h5py.File(path, "r") as f:
                     total += int(f.attrs["total_steps"])
-            except (OSError, KeyError) as e:
+            except (OSError, KeyError, ValueError, RuntimeError, TypeError) as e:
                 raise RolloutFormatError(path, f"cannot read total_steps of episode {episode_id} ({e})") from e
         return total
 
@@ -203,6 +229,16 @@ def _py(value):
     if isinstance(value, bytes):
         return value.decode()
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_meta(meta: RolloutMeta, path: str) -> None:
+    """The root attributes that size arrays are non-negative integers."""
+    for name in ("n_rules", "horizon", "max_nodes", "max_edges", "max_locations", "node_dim", "edge_dim"):
+        value = getattr(meta, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise RolloutFormatError(path, f"root attribute {name}: {value!r} is not a non-negative integer")
+    if not isinstance(meta.rule_set_hash, str):
+        raise RolloutFormatError(path, f"root attribute rule_set_hash: {meta.rule_set_hash!r} is not text")
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
