@@ -4,8 +4,8 @@ env's flat-action form, beside rlflow's model-free agent, random and greedy.
 
     pip install ".[env]" torch stable-baselines3 sb3-contrib      # no TensorFlow needed
     python benchmarks/bench_sb3_maskable_ppo.py [--graphs nasrnn] [--real-steps 2000]
-        [--horizon 20] [--seeds 0 1 2] [--model-free-python PYTHON] [--curve-every N]
-        [--out FILE.json]
+        [--horizon 20] [--seeds 0 1 2] [--model-free-python PYTHON [--model-free-run RUN]]
+        [--curve-every N] [--out FILE.json]
 
 MaskablePPO (`MultiInputPolicy`) trains on `FlatCandidateActions(GraphRewriteEnv(graphs))`
 with the full observation: the graph arrays and the per-action `candidates` rows (rule
@@ -19,7 +19,8 @@ The model-free row needs TensorFlow, which must not share a process with torch
 (docs/env.md): with `--model-free-python` naming an interpreter where rlflow and
 TensorFlow are installed, the model-free agent is trained and evaluated there by
 `rlflow train-model-free` / `rlflow evaluate` in subprocesses with the same steps and
-seeds; without it the row is left out. Prints one JSON line and a markdown table.
+seeds (or, with `--model-free-run`, an agent trained beforehand with the same steps and
+horizon is evaluated); without it the row is left out. Prints one JSON line and a markdown table.
 """
 
 from __future__ import annotations
@@ -114,22 +115,28 @@ def baseline(graph: str, horizon: int, policy: str) -> float:
                           for s in range(5)]))
 
 
+def evaluate_model_free(python: str, run: Path, graphs, eval_horizon: int, tmp: Path) -> dict:
+    """{graph: speedup} of the trained model-free agent of `run`, by `rlflow evaluate`
+    under `python` (a TensorFlow environment) in a subprocess."""
+    out = tmp / "eval"
+    subprocess.run([python, "-m", "rlflow", "evaluate", "--run", str(run), "--graphs", *graphs, "--agents",
+                    "model_free", "--horizon", str(eval_horizon), "--out", str(out)],
+                   check=True, cwd=tmp, stdout=subprocess.DEVNULL)
+    return {row["graph"]: float(row["speedup"]) for row in json.loads((out / "results.json").read_text())}
+
+
 def model_free_rows(python: str, graphs, real_steps: int, horizon: int, eval_horizon: int, seeds) -> dict:
-    """{(graph, seed): speedup} of rlflow's model-free agent, trained and evaluated by the
-    `rlflow` CLI under `python` (a TensorFlow environment) in subprocesses."""
+    """{(graph, seed): speedup} of rlflow's model-free agent, trained by `rlflow
+    train-model-free` and evaluated, under `python` in subprocesses."""
     out = {}
     for seed in seeds:
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp) / "run"
-            cli = [python, "-m", "rlflow"]
-            subprocess.run([*cli, "train-model-free", "--run", str(run), "--graphs", *graphs,
+            subprocess.run([python, "-m", "rlflow", "train-model-free", "--run", str(run), "--graphs", *graphs,
                             "--real-steps", str(real_steps), "--horizon", str(horizon), "--seed", str(seed)],
                            check=True, cwd=tmp, stdout=subprocess.DEVNULL)
-            subprocess.run([*cli, "evaluate", "--run", str(run), "--graphs", *graphs, "--agents", "model_free",
-                            "--horizon", str(eval_horizon), "--out", str(Path(tmp) / "eval")],
-                           check=True, cwd=tmp, stdout=subprocess.DEVNULL)
-            for row in json.loads((Path(tmp) / "eval" / "results.json").read_text()):
-                out[(row["graph"], seed)] = float(row["speedup"])
+            for graph, speedup in evaluate_model_free(python, run, graphs, eval_horizon, Path(tmp)).items():
+                out[(graph, seed)] = speedup
     return out
 
 
@@ -143,6 +150,10 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--model-free-python", default=None,
                         help="an interpreter with rlflow and TensorFlow for the model-free row")
+    parser.add_argument("--model-free-run", type=Path, default=None,
+                        help="instead of training it: a run folder whose model-free agent `rlflow "
+                             "train-model-free` trained with these graphs, steps and horizon (its seed "
+                             "is read from the run)")
     parser.add_argument("--curve-every", type=int, default=0,
                         help="record the deterministic policy's speedup every N training steps")
     parser.add_argument("--observation", choices=("full", "candidates"), default="full",
@@ -163,21 +174,34 @@ def main(argv=None) -> None:
             curves[seed] = curve.points
         for graph in args.graphs:
             trained[(graph, seed)] = (*play_trained(model, graph, args.eval_horizon, args.observation), seconds)
-    free = (model_free_rows(args.model_free_python, args.graphs, args.real_steps, args.horizon,
-                            args.eval_horizon, args.seeds) if args.model_free_python else {})
+    free, free_seeds = {}, list(args.seeds)
+    if args.model_free_python and args.model_free_run:
+        trained_with = json.loads((args.model_free_run / "model_free" / "config.json").read_text())["train"]
+        if trained_with["real_steps"] != args.real_steps or trained_with["horizon"] != args.horizon:
+            parser.error(f"{args.model_free_run} was trained with real_steps {trained_with['real_steps']} and "
+                         f"horizon {trained_with['horizon']}, not {args.real_steps} / {args.horizon}")
+        free_seeds = [int(trained_with["seed"])]
+        with tempfile.TemporaryDirectory() as tmp:
+            for graph, speedup in evaluate_model_free(args.model_free_python, args.model_free_run.resolve(),
+                                                      args.graphs, args.eval_horizon, Path(tmp)).items():
+                free[(graph, free_seeds[0])] = speedup
+    elif args.model_free_python:
+        free = model_free_rows(args.model_free_python, args.graphs, args.real_steps, args.horizon,
+                               args.eval_horizon, args.seeds)
     for graph in args.graphs:
         ppo = [trained[(graph, s)][0] for s in args.seeds]
         row = {"graph": graph, "real_steps": args.real_steps,
                "sb3_maskable_ppo": float(np.mean(ppo)), "sb3_min": float(np.min(ppo)), "sb3_max": float(np.max(ppo)),
                "sb3_steps": float(np.mean([trained[(graph, s)][1] for s in args.seeds])),
                "train_s": float(np.mean([trained[(graph, s)][2] for s in args.seeds])),
-               "model_free": float(np.mean([free[(graph, s)] for s in args.seeds])) if free else "not run",
+               "model_free": float(np.mean([free[(graph, s)] for s in free_seeds])) if free else "not run",
                "random": baseline(graph, args.eval_horizon, "random"),
                "greedy": baseline(graph, args.eval_horizon, "greedy")}
         rows.append(row)
     columns = ["graph", "real_steps", "sb3_maskable_ppo", "sb3_min", "sb3_max", "model_free", "random", "greedy",
                "sb3_steps", "train_s"]
-    extra = {"seeds": args.seeds, "horizon": args.horizon, "eval_horizon": args.eval_horizon,
+    extra = {"seeds": args.seeds, "model_free_seeds": free_seeds if free else [], "horizon": args.horizon,
+             "eval_horizon": args.eval_horizon,
              "observation": args.observation, "cost_model": "analytic:h100",
              **({"learning_curves": curves} if curves else {})}
     emit("sb3_maskable_ppo", rows, columns, **extra)
