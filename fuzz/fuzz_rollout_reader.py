@@ -24,7 +24,7 @@ except ImportError:  # the targets stay importable without it (tests/test_fuzz.p
     atheris = None
 
 with atheris.instrument_imports(include=["taso_env.env.rollouts"]) if atheris else contextlib.nullcontext():
-    from taso_env.env.rollouts import RolloutReader
+    from taso_env.env.rollouts import RolloutReader, untrusted_open
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from typed_outcome import CORPUS_ROOT, fuzz_main, scratch_folder  # noqa: E402
@@ -59,4 +59,5 @@ read_rollout_bytes.calls = 1
 if __name__ == "__main__":
     if GUARDED:
         sys.argv.remove("--guarded")
+        untrusted_open.CHECK_TIMEOUT_S = 5.0  # a hang is reported by the guard before libFuzzer's -timeout=10
     fuzz_main(read_rollout_bytes, TARGET)

@@ -79,13 +79,15 @@ def corpus_inputs(target_name: str) -> list[bytes]:
 
 
 def fuzz_main(target: Callable[[bytes], None], target_name: str) -> None:
-    """Runs atheris (libFuzzer flags in sys.argv) on `target`; the seed corpus folder is
-    added when no corpus folder is given on the command line."""
+    """Runs atheris (libFuzzer flags in sys.argv) on `target`; without a corpus folder on
+    the command line it starts from the seed corpus, writing new inputs to a scratch folder."""
     import atheris
 
     outcomes = Outcomes()
     argv = list(sys.argv)
     if not any(os.path.isdir(a) for a in argv[1:]):
-        argv.append(str(CORPUS_ROOT / target_name))
+        # libFuzzer writes new inputs into (and prunes) the first folder: a scratch one,
+        # so that the committed seed corpus stays as it is
+        argv += [str(scratch_folder(f"fuzz_corpus_{target_name}_")), str(CORPUS_ROOT / target_name)]
     atheris.Setup(argv, lambda data: run_input(target, data, outcomes))
     atheris.Fuzz()

@@ -88,15 +88,37 @@ def test_seeded_mutations_end_in_success_or_typed_error(target):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None, reason="atheris is not installed")
-@pytest.mark.parametrize("harness,runs", [("fuzz_onnx_loader.py", 300), ("fuzz_rule_loader.py", 200),
-                                          ("fuzz_rollout_reader.py", 60)])
+@pytest.mark.parametrize("harness,runs", [("fuzz_onnx_loader.py", 300), ("fuzz_rule_loader.py", 100),
+                                          ("fuzz_rollout_reader.py", 30)])
 def test_atheris_short_run(harness, runs, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FUZZ_KEEP_GOING"}
     proc = subprocess.run([sys.executable, str(FUZZ / harness), f"-atheris_runs={runs}", "-timeout=10",
-                           "-max_total_time=25", "-seed=44"], cwd=tmp_path, env=env, capture_output=True,
+                           "-max_total_time=8", "-seed=44"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Done" in proc.stderr
+
+
+REGRESSIONS = {"onnx": fuzz_onnx_loader.load_onnx_bytes, "rules": fuzz_rule_loader.load_rule_bytes,
+               "rollout": fuzz_rollout_reader.read_rollout_bytes}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FUZZ / "regressions").iterdir()
+                                        if not p.name.endswith("hangs_libhdf5")))
+def test_earlier_findings_end_in_a_typed_error(name):
+    """Inputs the fuzzers found raising a bare KeyError, ValueError, RuntimeError or
+    UnicodeDecodeError (fuzz/regressions/<target>_<what>)."""
+    with pytest.raises(TasoEnvError):
+        REGRESSIONS[name.split("_")[0]]((FUZZ / "regressions" / name).read_bytes())
+
+
+def test_an_index_that_hangs_libhdf5_is_refused_by_the_guard(monkeypatch):
+    """libhdf5 loops on this index (found by fuzzing): opened as untrusted, the child
+    reading it is stopped and the reader refuses it."""
+    monkeypatch.setattr(untrusted_open, "CHECK_TIMEOUT_S", 2.0)
+    data = (FUZZ / "regressions" / "rollout_index_hangs_libhdf5").read_bytes()
+    with pytest.raises(CorruptRolloutError, match="libhdf5 hung"):
+        fuzz_rollout_reader.read_rollout_bytes(data, guarded=True)
 
 
 def _valid_rollout(tmp_path) -> Path:
@@ -139,5 +161,6 @@ def test_a_hang_while_reading_becomes_corrupt_rollout_error(tmp_path, monkeypatc
     index = _valid_rollout(tmp_path)
     monkeypatch.setattr(untrusted_open, "_read_everything", lambda path: time.sleep(60))
     monkeypatch.setattr(untrusted_open, "CHECK_TIMEOUT_S", 0.5)
-    with pytest.raises(CorruptRolloutError, match="did not finish"):
-        untrusted_open.check_in_child(str(index), timeout_s=0.5)
+    monkeypatch.setattr(untrusted_open, "CHECK_SECONDS_PER_MB", 0.0)
+    with pytest.raises(CorruptRolloutError, match="did not finish in 0.5 s"):
+        RolloutReader(index, untrusted=True)

@@ -4,7 +4,7 @@ libhdf5 (beneath h5py) is a C library; a corrupt or crafted file can crash it (a
 segmentation fault, an abort) or make it loop, which would take the whole process
 down with it instead of raising. `check_in_child(index_path)` reads the index and every
 episode file it links to, exactly as `RolloutReader` does, in a forked child process;
-if the child dies of a signal or runs past `timeout_s`, that becomes a
+if the child dies of a signal or runs past its time limit, that becomes a
 `CorruptRolloutError` naming the file, and the parent never touches it. Errors h5py
 raises as Python exceptions are left to the reader in the parent, which turns them
 into `RolloutFormatError`s.
@@ -24,7 +24,8 @@ import signal
 
 from taso_env.env.rollouts.format import RolloutFormatError
 
-CHECK_TIMEOUT_S = 60.0
+CHECK_TIMEOUT_S = 60.0  # the child's time limit: this, plus CHECK_SECONDS_PER_MB for each MB of the files
+CHECK_SECONDS_PER_MB = 1.0
 _checked: set[tuple[str, int, int]] = set()
 
 
@@ -60,11 +61,16 @@ def _read_everything(index_path: str) -> None:
     os._exit(0)
 
 
-def check_in_child(index_path: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+def check_in_child(index_path: str, timeout_s: float | None = None) -> None:
     """Reads the rollout file at `index_path` in a child process, once per content.
 
+    Args:
+        index_path: the index file (rollouts.h5); its episode folder is read too.
+        timeout_s: the child's time limit; default CHECK_TIMEOUT_S plus
+            CHECK_SECONDS_PER_MB per MB of the index and episode files.
+
     Raises:
-        CorruptRolloutError: the child crashed (naming the signal) or ran past `timeout_s`.
+        CorruptRolloutError: the child crashed (naming the signal) or ran past the limit.
     """
     try:
         files = [index_path] + _episode_files(index_path)
@@ -73,6 +79,8 @@ def check_in_child(index_path: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
         return  # a missing file: the reader's own error names it
     if all(k in _checked for k in key):
         return
+    if timeout_s is None:
+        timeout_s = CHECK_TIMEOUT_S + CHECK_SECONDS_PER_MB * sum(k[1] for k in key) / 1e6
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     child = context.Process(target=_read_everything, args=(index_path,), daemon=True)
