@@ -280,3 +280,26 @@ def test_benchmark_driver_resumes(tmp_path):
         return sorted((r["key"], r["curve"]) for r in map(json.loads, path.read_text().splitlines()))
 
     assert rows(tmp_path / "par" / "benchmark_results.jsonl") == rows(tmp_path / "benchmark_results.jsonl")
+
+
+def _registered_tuner_names() -> list[str]:
+    from taso_env.tuning import tuners
+
+    return sorted(tuners._registered)
+
+
+def test_spawned_workers_know_the_tuners_registered_in_the_parent():
+    """A benchmark with workers > 1 runs its jobs in spawned processes: they import what
+    registered the parent's learned tuners, so GA-DQN is found there too."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import tuner_agents  # noqa: F401  (registers gadqn; TensorFlow only when one is made)
+    from taso_env.tuning.tuners import import_registering_modules, registering_modules
+
+    assert "tuner_agents" in registering_modules()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=import_registering_modules, initargs=(registering_modules(),)) as pool:
+        assert "gadqn" in pool.submit(_registered_tuner_names).result()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        assert "gadqn" not in pool.submit(_registered_tuner_names).result()  # what the initializer fixes

@@ -28,7 +28,7 @@ from taso_env.errors import TuningError
 from taso_env.gpu.conv_algorithm_search import child_python
 from taso_env.tuning.config import TuneConfig, graph_name, resolve_graph
 from taso_env.tuning.records import TuningRecords, replay_check
-from taso_env.tuning.tuners import make_tuner, run_tuner
+from taso_env.tuning.tuners import import_registering_modules, make_tuner, registering_modules, run_tuner
 
 Log = Callable[[str], None]
 
@@ -271,7 +271,9 @@ def benchmark(cfg: TuneConfig, log: Log = print, variants: dict[str, tuple[str, 
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(cfg.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        # spawned workers import what registered this process's learned tuners (GA-DQN)
+        with ProcessPoolExecutor(cfg.workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=import_registering_modules, initargs=(registering_modules(),)) as pool:
             futures = {pool.submit(_run_job, cfg, specs[g], *variants[v], s, f"{mode}/{g}/{v}/seed{s}"):
                        (key, g, v, s) for key, g, v, s in todo}
             for fut in as_completed(futures):

@@ -14,6 +14,7 @@ No tuner here imports TensorFlow; `XGBTuner` imports xgboost when built.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -322,6 +323,18 @@ def register_tuner(name: str, factory: TunerFactory) -> None:
     """Makes `make_tuner(name, ...)` call `factory(space, seed, **params)`: how the learned
     tuners (`tuner_agents`, TensorFlow) plug into this framework, which imports none."""
     _registered[name] = factory
+
+
+def registering_modules() -> tuple[str, ...]:
+    """The modules whose import registered this process's learned tuners: a worker process
+    imports them (`import_registering_modules`) to make the same tuners."""
+    return tuple(sorted({factory.__module__ for factory in _registered.values()}))
+
+
+def import_registering_modules(modules: Sequence[str]) -> None:
+    """Imports `modules` (registering_modules() of the parent): a process pool's initializer."""
+    for module in modules:
+        importlib.import_module(module)
 
 
 def make_tuner(name: str, space: TuningSpace, seed: int = 0, **params) -> Tuner:
