@@ -60,7 +60,8 @@ def run_input(target: Callable[[bytes], None], data: bytes, outcomes: Outcomes) 
             Path(stem + ".txt").write_text("".join(traceback.format_exception(e)))
     else:
         outcomes.counts["ok"] += 1
-    if outcomes.total % REPORT_EVERY == 0:
+    total = outcomes.total
+    if total % REPORT_EVERY == 0 or total & (total - 1) == 0:  # every 10,000, and at powers of two
         print(f"#outcomes {outcomes.summary()}", file=sys.stderr, flush=True)
 
 

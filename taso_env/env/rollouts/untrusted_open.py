@@ -89,7 +89,7 @@ def check_in_child(index_path: str, timeout_s: float | None = None) -> None:
     if child.is_alive():
         child.kill()
         child.join()
-        raise CorruptRolloutError(index_path, f"reading it did not finish in {timeout_s:g} s (libhdf5 hung)")
+        raise CorruptRolloutError(index_path, f"reading it did not finish in {timeout_s:.1f} s (libhdf5 hung)")
     if child.exitcode is not None and child.exitcode < 0:
         try:
             name = signal.Signals(-child.exitcode).name
