@@ -9,14 +9,14 @@ import pytest
 from conftest import MODELS
 
 import taso_env as te
-from taso_env.engine.search import _core_model
+from taso_env.engine.search import core_cost_model
 from taso_env.rules import RuleFormatError
 from taso_env.rules.sets import is_generated, rule_set
 
 
 def _walk_and_check(g: te.Graph, steps: int, seed: int) -> int:
     """Along a random walk, every candidate's effect equals its built child's."""
-    rules, model = te.rules.default(), _core_model(None)
+    rules, model = te.rules.default(), core_cost_model(None)
     rng, checked = random.Random(seed), 0
     for _ in range(steps):
         effects = rules.core.candidate_effects(g._core, model)
