@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 
 import taso_env as te
+from taso_env.env import features
 from taso_env.env.collection import CollectConfig, collect
 from taso_env.env.episode import run_episode
-from taso_env.env import features
 from taso_env.env.features import NUM_OP_TYPES
 from taso_env.env.policies import RandomPolicy
 from taso_env.env.rewrite_env import GraphRewriteEnv
