@@ -39,7 +39,7 @@ def test_unset_variables_point_at_seeded_default_files(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv(cb.ALGO_CACHE_ENV, raising=False)
     monkeypatch.delenv(cb.GEMM_ALGO_CACHE_ENV, raising=False)
-    cb._set_algo_cache()
+    cb.install_algo_caches()
     for env, kind in ((cb.ALGO_CACHE_ENV, "conv"), (cb.GEMM_ALGO_CACHE_ENV, "gemm")):
         path = tmp_path / ".cache" / "rlflow" / f"{kind}_algos.tsv"
         shipped = shipped_data.algorithm_choices(kind)[0].read_text().splitlines()
@@ -51,5 +51,5 @@ def test_a_named_or_empty_variable_is_left_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv(cb.ALGO_CACHE_ENV, "")
     monkeypatch.setenv(cb.GEMM_ALGO_CACHE_ENV, str(tmp_path / "mine.tsv"))
-    cb._set_algo_cache()
+    cb.install_algo_caches()
     assert not (tmp_path / ".cache").exists() and not (tmp_path / "mine.tsv").exists()

@@ -15,19 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from taso_env import dtypes
-from taso_env.errors import (
-    OpAttributeError,
-    ShapeError,
-)
-
-if TYPE_CHECKING:
-    pass
+from taso_env.errors import OpAttributeError, ShapeError
 
 try:
     from scipy.special import erf as _scipy_erf
