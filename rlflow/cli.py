@@ -109,6 +109,9 @@ def run_command(command: str, argv: Sequence[str], prog: str | None = None) -> i
     args = parser.parse_args(list(argv))
     if getattr(_module(command), "USES_TENSORFLOW", False):
         quiet_tensorflow()
+    from taso_env.engine.cost_model import get_cost_model, set_cost_model
+
+    default_model = get_cost_model()  # a command may set the default; run in-process, it must not leak
     try:
         return int(_module(command).run(args) or 0)
     except _error_types() as err:
@@ -125,6 +128,8 @@ def run_command(command: str, argv: Sequence[str], prog: str | None = None) -> i
         print(f"\n{parser.prog}: interrupted; what was written is kept: rerun the same command to resume",
               file=sys.stderr)
         return 130
+    finally:
+        set_cost_model(default_model)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -193,3 +193,15 @@ def test_scripts_are_faces_of_the_commands():
         text = script.read_text()
         assert "script_main(" in text and len(text.splitlines()) < 20, script.name
         assert result.returncode == 0 and "usage: " + script.name in result.stdout, (script.name, result.stderr)
+
+
+def test_a_command_run_in_process_leaves_the_default_cost_model_as_it_was(capsys):
+    """`rlflow inspect --cost-model X` sets the process default for its own run; called as
+    `rlflow.cli.main` inside another program (or a test) it must not leave it changed."""
+    from rlflow.cli import main
+    from taso_env.engine.cost_model import get_cost_model
+
+    before = get_cost_model().name
+    assert main(["inspect", "squeezenet", "--cost-model", "analytic:a100"]) == 0
+    assert "squeezenet" in capsys.readouterr().out
+    assert get_cost_model().name == before
