@@ -21,7 +21,7 @@ import tensorflow as tf  # noqa: E402
 from common import emit  # noqa: E402
 
 from controller.agent import ControllerAgent  # noqa: E402
-from controller.training import load_agent, load_controller  # noqa: E402
+from controller.training import load_lookahead_agent, load_controller  # noqa: E402
 from taso_env.env.episode import run_episode  # noqa: E402
 from taso_env.env.rewrite_env import GraphRewriteEnv  # noqa: E402
 from worldmodel.checkpoints import build_mdnrnn, build_vae, load_mdnrnn, load_vae  # noqa: E402
@@ -48,7 +48,7 @@ def main() -> None:
     rows = []
     for graph in args.graphs:
         env = GraphRewriteEnv(graph, horizon=args.horizon, cost_model=args.cost_model)
-        trained = load_agent(args.run, env)
+        trained = load_lookahead_agent(args.run, env)
         row = {"graph": graph, "trained": round(speedup(env, trained), 4)}
         for seed in args.seeds:
             tf.random.set_seed(seed)

@@ -148,9 +148,9 @@ def learned_agent(agent: str, run_dir: Path, env):
     (TensorFlow single-threaded where it can still be: single_threaded_inference)."""
     single_threaded_inference()
     if agent == "controller":
-        from controller.training import load_agent
+        from controller.training import load_lookahead_agent
 
-        return load_agent(run_dir, env)
+        return load_lookahead_agent(run_dir, env)
     from controller.model_free import load_model_free_agent
 
     return load_model_free_agent(run_dir, env)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from controller.training import ControllerTrainConfig, load_agent, train_controller
+from controller.training import ControllerTrainConfig, load_lookahead_agent, train_controller
 from taso_env.env.collection import play_counted
 from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv, load_graph
 from taso_env.env.rollouts import RolloutReader, RolloutWriter
@@ -30,7 +30,7 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
     meta = RolloutReader(path).meta
     saved = json.loads(meta.env_config)
     env = GraphRewriteEnv(config=EnvConfig(**{**saved, "graphs": tuple(saved["graphs"])}))
-    agent = load_agent(run_dir, env, explore=True)
+    agent = load_lookahead_agent(run_dir, env, explore=True)
     steps = 0
     with RolloutWriter(path, meta) as writer:
         first = max(writer.episode_ids, default=-1) + 1
@@ -56,7 +56,7 @@ def controller_quality(run_dir: Path, horizon: int = 200, seed: int = 0) -> dict
     speedups, agent = {}, None
     for graph in saved["graphs"]:
         env = GraphRewriteEnv(graph, horizon=horizon, cost_model=saved["cost_model"])
-        agent = agent or load_agent(run_dir, env)  # loaded once, moved from graph to graph
+        agent = agent or load_lookahead_agent(run_dir, env)  # loaded once, moved from graph to graph
         agent.env = env.unwrapped
         best, _, _ = episode_graph(env, agent, seed)
         speedups[env.graph_names[0]] = load_graph(graph).cost(model) / best.cost(model)

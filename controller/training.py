@@ -60,7 +60,7 @@ def load_controller(run_dir: str | Path) -> tuple[Controller, ControllerTrainCon
     return controller, ControllerTrainConfig.from_dict(saved["train"])
 
 
-def load_agent(run_dir: str | Path, env, explore: bool = False):
+def load_lookahead_agent(run_dir: str | Path, env, explore: bool = False):
     """The run's controller as an agent on the real env `env` (controller.agent), with
     the step cost and discount it was trained with in the dream (the detour charge is
     the lookahead's own: see LookaheadConfig)."""
@@ -161,4 +161,4 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-__all__ = ["ControllerTrainConfig", "load_agent", "load_controller", "start_latents", "train_controller"]
+__all__ = ["ControllerTrainConfig", "load_lookahead_agent", "load_controller", "start_latents", "train_controller"]
