@@ -1,24 +1,44 @@
 """Side-by-side evaluation of agents on the real environment.
 
-Agents: "controller" (a trained run's controller acting on the real graph, see
-controller.agent), "model_free" (the run's model-free GNN agent trained with PPO on the
-real environment, controller.model_free), "backtracking" (TASO's search), "greedy",
-"random" (best of `random_episodes` random episodes). Per graph and agent: its split
-(train / held-out: no training graph of its family, controller.families), final
-estimated cost and speedup, optimisation wall time (model loading excluded, reported as
-model_load_s: a learned agent is loaded once per evaluation, on its first graph), steps,
-the step at which the best graph was reached, the real work of the optimisation as the
-real-work ledger counts it (taso_env.engine.real_work: `env_steps`, `enumerations`,
-`successor_lookups`, `cost_queries`; a search's enumerations are its expansions, each a
-full enumeration; the random agent's are those of all its episodes), the real work that
-produced a learned agent's training data (`training_*`: the rollouts' episodes for the
-controller, the training process for model_free, whose training_env_steps are its PPO
-steps), and — with `measure="cuda"` where the CUDA backend is present — measured
-runtimes. Every optimised graph is exported to ONNX and checked against the
-original with onnxruntime before it is reported; a mismatch is an error.
+Agents (AGENTS, the rows of `rlflow evaluate`):
+- "controller": the run's policy C trained in the dream, acting on the real graph
+  (controller.policy_agent, variant "trained");
+- "controller_random_init": the same policy with random weights (seeded by `seed`), on
+  the run's V and M;
+- "controller_untrained_world": C trained in a dream of untrained V and M
+  (`rlflow train-controller --variant untrained_world`);
+- "controller_myopic_world": C trained in the dream with discount 0
+  (`rlflow train-controller --variant myopic_world`);
+- "controller_lookahead": greedy plus M-guided detours the real engine verifies
+  (controller.agent);
+- "greedy_random_detours": the work-matched baseline (controller.work_matched): greedy,
+  then random non-improving detours and greedy again, up to the `controller` row's steps
+  on the graph (1.2 x greedy's steps + 5 where that row is not evaluated);
+- "model_free": the run's GNN agent trained with PPO on the real env (controller.model_free);
+- "greedy", "backtracking" (TASO's search), "eqsat" (equality saturation,
+  taso_env.engine.eqsat); "random" (best of `random_episodes` random episodes).
+
+Per graph and agent: its split (train / held-out: no training graph of its family,
+controller.families), final estimated cost and speedup, optimisation wall time (model
+loading excluded, reported as model_load_s: a learned agent is loaded once per
+evaluation, on its first graph), steps, the step at which the best graph was reached,
+the real work of the optimisation as the real-work ledger counts it
+(taso_env.engine.real_work: `env_steps`, `enumerations`, `successor_lookups`,
+`cost_queries`; a search's enumerations are its expansions, each a full enumeration;
+eqsat's are its saturation iterations, each every rule's query over the whole e-graph,
+and its successor look-ups the matches whose targets the engine built (its greedy seed
+and polish are inside it, not counted); the random agent's are those of all its
+episodes), the real work that produced a learned agent's training data (`training_*`:
+the rollouts' episodes for every controller row, the training process for model_free,
+whose training_env_steps are its PPO steps), and — with `measure="cuda"` where the CUDA
+backend is present — measured runtimes. Every optimised graph is exported to ONNX and
+checked against the original with onnxruntime before it is reported; a mismatch is an
+error.
 
 Each (graph, agent) row is also saved under rows/ as it is computed; rerunning a killed
-evaluation with the same out_dir keeps them and computes only the rest.
+evaluation with the same out_dir keeps them and computes only the rest (a learned row
+only while its checkpoint folders are unchanged, a greedy_random_detours row only while
+its step cap is).
 
 Outputs (in `out_dir`, see controller.eval_report): results.md, results.json,
 results.csv, learning_curves.json, runtime.png, speedup.png, optimisation_time.png,
@@ -41,6 +61,19 @@ import numpy as np
 import taso_env as te
 from controller.eval_report import markdown, write_outputs
 from controller.families import split as family_split
+from controller.learned_agents import (
+    CONTROLLERS,
+    LEARNED,
+    POLICY_VARIANTS,
+    PolicyAgentUnavailableError,
+    checkpoint_folders,
+    curves,
+    learned_agent,
+    single_threaded_inference,
+    training_graphs,
+    training_work,
+)
+from controller.work_matched import GREEDY_PHASE_LIMIT, GreedyRandomDetours, StepCap
 from taso_env.engine import real_work
 from taso_env.engine.cost_model import make_cost_model
 from taso_env.env.episode import run_episode
@@ -49,13 +82,28 @@ from taso_env.env.rewrite_env import GraphRewriteEnv, load_graph
 from taso_env.onnx.check import check_equivalent, random_feeds
 from taso_env.run_folder import write_json
 
-AGENTS = ("controller", "model_free", "backtracking", "greedy", "random")
-LEARNED = ("controller", "model_free")
-DEFAULT_AGENTS = ("controller", "backtracking", "greedy", "random")  # model_free when trained: name it
+SEARCHES = ("greedy", "backtracking", "eqsat")
+WORK_MATCHED = "greedy_random_detours"  # capped by the steps of MATCHED_TO on the same graph
+MATCHED_TO = "controller"
+AGENTS = ("controller", "controller_random_init", "controller_untrained_world", "controller_myopic_world",
+          "controller_lookahead", WORK_MATCHED, "model_free", "greedy", "backtracking", "eqsat", "random")
+DEFAULT_AGENTS = ("controller", "controller_random_init", "controller_lookahead", WORK_MATCHED, "backtracking",
+                  "greedy", "random")  # the other variants and model_free once trained: name them
 
 
 class OptimisedGraphMismatch(AssertionError):
     """An agent's optimised graph computes something different from the original."""
+
+
+def run_order(agents) -> tuple[str, ...]:
+    """`agents` in the order they run on each graph: as given, except that the
+    work-matched baseline runs after the agent whose steps cap it."""
+    agents = tuple(agents)
+    if WORK_MATCHED in agents and MATCHED_TO in agents and agents.index(WORK_MATCHED) < agents.index(MATCHED_TO):
+        rest = [a for a in agents if a != WORK_MATCHED]
+        rest.insert(rest.index(MATCHED_TO) + 1, WORK_MATCHED)
+        agents = tuple(rest)
+    return agents
 
 
 @dataclass(frozen=True)
@@ -64,15 +112,20 @@ class EvalConfig:
 
     Attributes:
         graphs: built-in networks, ONNX files or shipped model names.
-        agents: agents to compare (controller needs a trained run, model_free a run
-            where `rlflow train-model-free` ran).
+        agents: agents to compare (AGENTS; the controller rows need a trained run, each
+            trained variant its `rlflow train-controller --variant`, model_free a run
+            where `rlflow train-model-free` ran). They run in this order on each graph,
+            except greedy_random_detours, which runs after controller (run_order).
         budget: backtracking's expansion budget.
         alpha: backtracking's relaxation.
         horizon: step limit of the learned agents' and random agent's episodes.
         random_episodes: episodes of the random agent (its best is reported).
-        seed: random agent and random weights of the onnxruntime check.
+        seed: random agent, greedy_random_detours' detours, controller_random_init's
+            weights and random weights of the onnxruntime check.
         cost_model: the cost model every agent is scored on.
         measure: "cuda" also measures runtimes end to end with the CUDA backend ("" = no).
+        eqsat_time_limit: eqsat's saturation time limit (s; extraction gets up to half again).
+        eqsat_node_limit: eqsat's e-graph size limit (e-nodes).
     """
 
     graphs: tuple[str, ...]
@@ -84,6 +137,8 @@ class EvalConfig:
     seed: int = 0
     cost_model: str = "analytic:h100"
     measure: str = ""
+    eqsat_time_limit: float = 10.0
+    eqsat_node_limit: int = 20000
 
     def __post_init__(self):
         unknown = set(self.agents) - set(AGENTS)
@@ -93,6 +148,7 @@ class EvalConfig:
             raise ValueError("no graphs to evaluate")
         if self.measure not in ("", "cuda"):
             raise ValueError(f"measure must be 'cuda' or empty, got {self.measure!r}")
+        object.__setattr__(self, "agents", run_order(self.agents))
 
 
 @dataclass
@@ -125,83 +181,6 @@ class Row:
 
 
 ROW_FIELDS = frozenset(f.name for f in fields(Row))  # a saved row without all of them is computed again
-
-
-def single_threaded_inference() -> bool:
-    """Runs TensorFlow's ops on one thread (intra- and inter-op) if its runtime has not
-    started yet in this process; whether it took effect. A learned agent's calls are
-    small graphs of one observation, where thread pools cost more than they save (the
-    controller's nasrnn episode on a 2-core machine: 120 -> 109 ms, V's encoder 3.5 -> 2.5
-    ms a call, docs/learned_agents.md); a process that trained first keeps its pools."""
-    import tensorflow as tf
-
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-    except RuntimeError:  # the runtime already started
-        return False
-    return True
-
-
-def learned_agent(agent: str, run_dir: Path, env):
-    """The run's trained `agent` ("controller" or "model_free") as a policy on `env`
-    (TensorFlow single-threaded where it can still be: single_threaded_inference)."""
-    single_threaded_inference()
-    if agent == "controller":
-        from controller.training import load_lookahead_agent
-
-        return load_lookahead_agent(run_dir, env)
-    from controller.model_free import load_model_free_agent
-
-    return load_model_free_agent(run_dir, env)
-
-
-def training_env_steps(run_dir: Path | None) -> int | None:
-    """Real-environment steps recorded in the run's rollouts (all that V, M and the
-    controller were trained on, iterative rounds included)."""
-    if run_dir is None or not (run_dir / "rollouts.h5").exists():
-        return None
-    from taso_env.env.rollouts import RolloutReader
-
-    return RolloutReader(run_dir / "rollouts.h5").total_steps()
-
-
-def model_free_env_steps(run_dir: Path | None) -> int | None:
-    """Real-environment steps the run's model-free agent trained on."""
-    path = run_dir / "model_free" / "metrics.json" if run_dir else None
-    if path is None or not path.exists():
-        return None
-    return int(json.loads(path.read_text())["real_env_steps"])
-
-
-def training_work(agent: str, run_dir: Path | None) -> dict[str, int | None]:
-    """The real work that produced `agent`'s training data, as the Row's `training_*`
-    fields: the controller's is that of the run's rollouts (every episode V, M and the
-    controller learned from, iterative rounds included; taso_env.env.collection records it
-    per episode), model_free's that of its training process (its learning-curve
-    evaluations included; training_env_steps are its PPO steps). None where not recorded."""
-    work: dict | None = None
-    if agent == "controller" and run_dir is not None and (run_dir / "rollouts.h5").exists():
-        from taso_env.env.collection import collection_work
-
-        work = collection_work(run_dir / "rollouts.h5")
-    elif agent == "model_free" and run_dir is not None and (run_dir / "model_free" / "metrics.json").exists():
-        spent = json.loads((run_dir / "model_free" / "metrics.json").read_text()).get("real_work_this_process")
-        if isinstance(spent, dict) and set(spent) >= set(real_work.KINDS):
-            work = real_work.ledger(spent)
-    env_steps = {"controller": training_env_steps, "model_free": model_free_env_steps}[agent](run_dir)
-    return {"training_env_steps": env_steps,
-            **{f"training_{column}": work[column] if work else None
-               for column in real_work.LEDGER if column != "env_steps"}}
-
-
-def training_graphs(run_dir: Path | None) -> list[str]:
-    if run_dir is None or not (run_dir / "rollouts.h5").exists():
-        return []
-    from taso_env.env.rollouts import RolloutReader
-
-    return list(json.loads(RolloutReader(run_dir / "rollouts.h5").meta.env_config)["graphs"])
-
 
 
 @contextmanager
@@ -238,27 +217,15 @@ def episode_graph(env, agent, seed: int):
     return visited[best_step], [int(a[0]) for a in ep.actions], best_step
 
 
-def _curves(run_dir: Path | None, rows: list[Row], agents) -> dict[str, list[dict]]:
-    """Quality (mean speedup on the training graphs) against real env steps used in
-    training: earlier points from each learned agent's curve.json, the last from `rows`."""
-    curves: dict[str, list[dict]] = {}
-    for agent in (a for a in LEARNED if a in agents):
-        folder = "controller" if agent == "controller" else "model_free"
-        path = run_dir / folder / "curve.json" if run_dir else None
-        points = json.loads(path.read_text()) if path and path.exists() else []
-        mine = [r for r in rows if r.agent == agent and r.split == "train"]
-        if mine and mine[0].training_env_steps is not None:
-            final = {"real_env_steps": mine[0].training_env_steps,
-                     "mean_speedup": float(np.mean([r.speedup for r in mine])), "source": "evaluation"}
-            points = [p for p in points if p["real_env_steps"] < final["real_env_steps"]] + [final]
-        curves[agent] = points
-    return curves
-
-
-def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path) -> list[Row]:
+def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path,
+             matched_steps: dict[str, int] | None = None) -> list[Row]:
     """Evaluates every agent on every graph, every graph priced by `config.cost_model`
     (passed to search and to every cost; the process default is left alone); writes the
-    outputs; returns the rows."""
+    outputs; returns the rows (graphs, then agents in `config.agents`' order).
+
+    `matched_steps` ({graph spec: steps}) caps greedy_random_detours on a graph where
+    the controller row is not evaluated here (a Ray job: controller.ray_evaluation);
+    where it is, its steps on the graph are the cap."""
     model = make_cost_model(config.cost_model)
     run_dir = Path(run_dir) if run_dir else None
     out_dir = Path(out_dir)
@@ -280,48 +247,35 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         (out_dir / "graphs").mkdir(exist_ok=True)
         graph.export_onnx(out_dir / "graphs" / f"{label}__original.onnx")
         feeds = random_feeds(graph, config.seed)
+        matched = (matched_steps or {}).get(spec)
         for agent in config.agents:
+            if agent == WORK_MATCHED and MATCHED_TO in config.agents:
+                matched = next(r.steps for r in rows if r.graph == label and r.agent == MATCHED_TO)
             done = out_dir / "rows" / f"{label}__{agent}.json"
-            key = _resume_key(config, run_dir, agent, graph)
+            key = _resume_key(config, run_dir, agent, graph, matched if agent == WORK_MATCHED else None)
             saved = _saved_row(done)  # a killed evaluation resumes: rows of the same settings and models are kept
             if saved is not None and saved.pop("resume_key", None) == key and set(saved) == ROW_FIELDS:
                 rows.append(Row(**saved))
                 continue
-            steps, best_step, load_s = 0, None, None
+            load_s = None
             # (observations computed only where the agent reads them: the controller's at local optima)
-            env = GraphRewriteEnv(graph, horizon=config.horizon, cost_model=config.cost_model, lazy_observations=True)
+            horizon = GREEDY_PHASE_LIMIT if agent == WORK_MATCHED else config.horizon
+            env = GraphRewriteEnv(graph, horizon=horizon, cost_model=config.cost_model, lazy_observations=True)
+            policy = None
             if agent in LEARNED:  # loaded (and traced) once, then moved from graph to graph
                 t0 = time.perf_counter()
                 if agent not in loaded:
-                    loaded[agent] = learned_agent(agent, run_dir, env)
+                    loaded[agent] = learned_agent(agent, run_dir, env, seed=config.seed)
                 policy = loaded[agent]
                 policy.env = env.unwrapped
                 load_s = time.perf_counter() - t0
-            else:
-                policy = RandomPolicy()
             with collector_frozen():  # what earlier graphs and agents left is not rescanned while timed
                 start = time.perf_counter()  # models are loaded: time the optimisation only
                 work = real_work.counts()
-                expansions = None
-                if agent in ("backtracking", "greedy"):
-                    result = te.search(graph, agent, alpha=config.alpha, budget=config.budget, model=model)
-                    best, steps = result.graph, len(result.applied)
-                    best_step = steps
-                    expansions = result.expansions
-                elif agent in LEARNED:
-                    best, taken, best_step = episode_graph(env, policy, config.seed)
-                    steps = len(taken)
-                else:
-                    best, best_cost = graph, graph.cost(model)
-                    for k in range(config.random_episodes):
-                        g, taken, _ = episode_graph(env, policy, config.seed + k)
-                        steps += len(taken)
-                        if (cost := g.cost(model)) < best_cost:
-                            best, best_cost = g, cost
+                best, steps, best_step, engine_work, extra = _optimise(agent, config, graph, env, policy, model,
+                                                                        matched)
                 seconds = time.perf_counter() - start
-                ledger = real_work.ledger(real_work.since(work))
-            if expansions is not None:  # a search's engine work is inside the C++ search: its expansions
-                ledger["enumerations"] = expansions
+                ledger = {**real_work.ledger(real_work.since(work)), **engine_work}
             report = check_equivalent(source, best, feeds)
             if not report.equivalent:
                 raise OptimisedGraphMismatch(f"{agent} on {label}: {report}")
@@ -333,10 +287,41 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
                             **ledger, **trained_with.get(agent, {"training_env_steps": None}),
                             onnxruntime_max_abs_diff=max(report.max_abs_diff.values()),
                             measured_original_ms=measured_original, measured_optimised_ms=measured,
-                            measured_speedup=measured_original / measured if measured else None))
+                            measured_speedup=measured_original / measured if measured else None, extra=extra))
             write_json(done, {**asdict(rows[-1]), "resume_key": key})  # atomically: a kill leaves it whole or absent
-    write_outputs(rows, out_dir, AGENTS, _curves(run_dir, rows, config.agents))
+    write_outputs(rows, out_dir, AGENTS, curves(run_dir, rows, config.agents))
     return rows
+
+
+def _optimise(agent: str, config: EvalConfig, graph, env, policy, model, matched: int | None):
+    """`agent`'s optimisation of `graph`: (best graph, steps, best step, ledger columns
+    the engine counts itself, extra)."""
+    if agent in SEARCHES:
+        options = {"time_limit": config.eqsat_time_limit, "node_limit": config.eqsat_node_limit} \
+            if agent == "eqsat" else {}
+        result = te.search(graph, agent, alpha=config.alpha, budget=config.budget, model=model, **options)
+        if agent != "eqsat":  # a search's engine work is inside the C++ search: its expansions
+            steps = len(result.applied)
+            return result.graph, steps, steps, {"enumerations": result.expansions}, {}
+        d = result.details  # the e-graph's iterations and the matches whose targets the engine built
+        return (result.graph, d["matches_applied"], None,
+                {"enumerations": result.expansions, "successor_lookups": d["matches_applied"]},
+                {"eqsat_stop": d["stop"], "eqsat_source": d["source"], "eqsat_enodes": d["enodes"]})
+    if agent in LEARNED:
+        best, taken, best_step = episode_graph(env, policy, config.seed)
+        return best, len(taken), best_step, {}, {}
+    if agent == WORK_MATCHED:
+        cap = StepCap(matched=matched)
+        best, taken, best_step = episode_graph(env, GreedyRandomDetours(env, cap), config.seed)
+        return best, len(taken), best_step, {}, {"step_cap": cap.effective, "cap_source": cap.source,
+                                                  "greedy_steps": cap.greedy_steps}
+    best, best_cost, steps = graph, graph.cost(model), 0  # random: the best of its episodes
+    for k in range(config.random_episodes):
+        g, taken, _ = episode_graph(env, RandomPolicy(), config.seed + k)
+        steps += len(taken)
+        if (cost := g.cost(model)) < best_cost:
+            best, best_cost = g, cost
+    return best, steps, None, {}, {}
 
 
 def _saved_row(path: Path) -> dict | None:
@@ -356,16 +341,19 @@ def graph_label(spec: str, graph) -> str:
     return f"{graph.name}.onnx" if str(spec).lower().endswith(".onnx") else graph.name
 
 
-def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str, graph) -> str:
+def _resume_key(config: EvalConfig, run_dir: Path | None, agent: str, graph, matched: int | None = None) -> str:
     """What a saved row depends on: the settings (not which other graphs and agents run),
-    the graph itself (its structural hash) and, for a learned agent, its checkpoint."""
-    checkpoint = None
+    the graph itself (its structural hash), for a learned agent the checkpoints of its
+    folders (checkpoint_folders), for greedy_random_detours the matched step count."""
+    checkpoints = None
     if run_dir is not None and agent in LEARNED:
-        index = run_dir / agent / "checkpoint"
-        checkpoint = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
+        checkpoints = {}
+        for folder in checkpoint_folders(agent):
+            index = run_dir / folder / "checkpoint"
+            checkpoints[folder] = index.read_text() + str(index.stat().st_mtime_ns) if index.exists() else None
     settings = {**asdict(config), "agents": None, "graphs": None}
-    return json.dumps({"config": settings, "agent": agent, "checkpoint": checkpoint, "graph": graph.hash()},
-                      sort_keys=True, default=str)
+    return json.dumps({"config": settings, "agent": agent, "checkpoint": checkpoints, "graph": graph.hash(),
+                       "matched_steps": matched}, sort_keys=True, default=str)
 
 
 def _cuda_backend():
@@ -378,4 +366,6 @@ def _cuda_backend():
     return interleaved_measurement.measure_side_by_side if cuda_backend.available() else None
 
 
-__all__ = ["AGENTS", "EvalConfig", "Row", "evaluate", "markdown"]
+__all__ = ["AGENTS", "CONTROLLERS", "DEFAULT_AGENTS", "LEARNED", "MATCHED_TO", "POLICY_VARIANTS", "WORK_MATCHED",
+           "EvalConfig", "PolicyAgentUnavailableError", "Row", "episode_graph", "evaluate", "learned_agent", "markdown",
+           "run_order", "single_threaded_inference", "training_work"]

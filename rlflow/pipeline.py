@@ -1,4 +1,6 @@
-"""The main job on one run folder: rollouts -> V -> M -> controller -> evaluation.
+"""The main job on one run folder: rollouts -> V -> M -> controller (and its ablation
+variants: C trained in a dream of untrained V and M, and with discount 0) -> evaluation
+of every controller row against the work-matched and search baselines.
 
 Each stage runs as `python -m rlflow <stage> ...` in its own process (so each resumes on
 rerun the way it does alone, and TensorFlow's memory is returned between stages); the
@@ -43,6 +45,7 @@ class PipelineConfig:
         controller_updates: PPO updates in the dream.
         num_dreams / rollout_steps: parallel dreams and steps per PPO update.
         budget: backtracking's expansion budget in the evaluation.
+        eqsat_time_limit / eqsat_node_limit: eqsat's saturation limits in the evaluation.
         seed: seed of every stage.
     """
 
@@ -59,13 +62,23 @@ class PipelineConfig:
     num_dreams: int = 32
     rollout_steps: int = 16
     budget: int = 1000
+    eqsat_time_limit: float = 10.0
+    eqsat_node_limit: int = 20000
     seed: int = 0
 
     @classmethod
     def smoke(cls, run: str) -> PipelineConfig:
         """Tiny budgets (tests, CI's check of the README's first command)."""
         return cls(run=run, graphs=("nasrnn",), eval_graphs=("nasrnn",), episodes=6, workers=1, horizon=6,
-                   vae_steps=10, mdnrnn_steps=10, controller_updates=2, num_dreams=8, rollout_steps=4, budget=3)
+                   vae_steps=10, mdnrnn_steps=10, controller_updates=2, num_dreams=8, rollout_steps=4, budget=3,
+                   eqsat_time_limit=1.0, eqsat_node_limit=2000)
+
+
+CONTROLLER_VARIANTS = ("untrained_world", "myopic_world")
+"""The controller's ablations trained beside it (`rlflow train-controller --variant`)."""
+EVAL_AGENTS = ("controller", "controller_random_init", "controller_untrained_world", "controller_myopic_world",
+               "controller_lookahead", "greedy_random_detours", "greedy", "backtracking", "eqsat", "random")
+"""The evaluation's rows: every controller row, the work-matched baseline and the searches."""
 
 
 def _graph_args(specs: Sequence[str]) -> list[str]:
@@ -79,19 +92,27 @@ def stages(c: PipelineConfig, restart: bool = False) -> list[tuple[str, list[str
     seed = ["--seed", str(c.seed)]
     c = replace(c, run=os.path.abspath(c.run), graphs=tuple(_graph_args(c.graphs)),
                 eval_graphs=tuple(_graph_args(c.eval_graphs)))
+    controller = ["--run", c.run, "--updates", str(c.controller_updates), "--num-dreams", str(c.num_dreams),
+                  "--rollout-steps", str(c.rollout_steps), "--horizon", str(c.horizon), *seed, *again]
     return [
         ("collect", ["--graphs", *c.graphs, "--episodes", str(c.episodes), "--policy", c.policy,
                      "--workers", str(c.workers), "--horizon", str(c.horizon),
                      "--out", str(RunFolder(c.run).rollouts_path), *seed, *again]),
         ("train-vae", ["--run", c.run, "--steps", str(c.vae_steps), *seed, *again]),
         ("train-mdnrnn", ["--run", c.run, "--steps", str(c.mdnrnn_steps), *seed, *again]),
-        ("train-controller", ["--run", c.run, "--updates", str(c.controller_updates),
-                              "--num-dreams", str(c.num_dreams), "--rollout-steps", str(c.rollout_steps),
-                              "--horizon", str(c.horizon), *seed, *again]),
-        ("evaluate", ["--run", c.run, "--graphs", *c.eval_graphs,
-                      "--agents", "controller", "backtracking", "greedy", "random", "--budget", str(c.budget),
-                      "--horizon", str(10 * c.horizon), *seed]),
+        ("train-controller", controller),
+        *(("train-controller", [*controller, "--variant", variant]) for variant in CONTROLLER_VARIANTS),
+        ("evaluate", ["--run", c.run, "--graphs", *c.eval_graphs, "--agents", *EVAL_AGENTS,
+                      "--budget", str(c.budget), "--horizon", str(10 * c.horizon),
+                      "--eqsat-time-limit", str(c.eqsat_time_limit), "--eqsat-node-limit", str(c.eqsat_node_limit),
+                      *seed]),
     ]
+
+
+def stage_name(command: str, argv: Sequence[str]) -> str:
+    """A stage's name in the timings: its command, with its --variant where it has one."""
+    argv = list(argv)
+    return f"{command} --variant {argv[argv.index('--variant') + 1]}" if "--variant" in argv else command
 
 
 def run_stage(command: str, argv: Sequence[str], cwd: str | os.PathLike) -> float:
@@ -125,7 +146,7 @@ def run_pipeline(config: PipelineConfig, restart: bool = False) -> dict[str, flo
     timings = {}
     for command, argv in stages(config, restart):
         print(f"\n=== rlflow {command} {' '.join(argv)}", flush=True)
-        timings[command] = run_stage(command, argv, cwd=run.path.resolve())
+        timings[stage_name(command, argv)] = run_stage(command, argv, cwd=run.path.resolve())
     write_json(run.path / "pipeline_timings.json", timings)
     print_ledger(run)
     return timings

@@ -1,11 +1,15 @@
-"""Run the main job end to end: rollouts -> V -> M -> controller (in the dream) -> evaluation.
+"""Run the main job end to end: rollouts -> V -> M -> controller (in the dream; and the
+same training on untrained V and M, and with discount 0) -> evaluation of every
+controller row beside greedy_random_detours (the work-matched baseline), greedy,
+backtracking, eqsat and random.
 
     rlflow pipeline                          # small default, runs/demo (a few minutes on 2 cores)
     rlflow pipeline --run runs/big --graphs squeezenet resnet18 bert_base nasbench \
         --episodes 2000 --eval-graphs squeezenet resnet18 bert_base nasbench resnet50 inception_v3 vit_base
 
 Rerunning the same command resumes every stage; --restart starts the run over. The
-evaluation table is in <run>/eval/results.md; watch training with
+evaluation table is in <run>/eval/results.md, and the run ends by printing each row's
+speedup beside the real work it took; watch training with
 `tensorboard --logdir <run>/tb`.
 """
 
