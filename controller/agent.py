@@ -275,7 +275,10 @@ class ControllerAgent:
         out, nxt = self.mdnrnn.step(tf.repeat(mu, n, axis=0), xfers, state)
         z_next = tf.reduce_sum(tf.nn.softmax(out.logits, -1)[..., None] * out.mu, axis=1)
         obs = tf.concat([z_next, nxt.hidden], axis=1)
-        _, value = self.controller(obs, tf.ones([n, self.controller.config.n_actions], tf.bool))
+        exists = tf.sigmoid(out.slot_logits) > 0.5  # M's predicted candidates after a
+        top = tf.where(exists, out.slot_rewards, float("nan"))
+        mask = tf.concat([tf.reshape(exists[:, :-1], [n, -1]), tf.ones([n, 1], tf.bool)], axis=1)
+        _, value = self.controller(obs, top, mask)
         return (1.0 - tf.sigmoid(out.done_logit)) * value
 
     def future_values(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:

@@ -30,8 +30,8 @@ class PPOConfig:
             raise ValueError("num_dreams, rollout_steps, epochs and minibatches must be >= 1")
         if (self.num_dreams * self.rollout_steps) % self.minibatches:
             raise ValueError("num_dreams * rollout_steps must divide into minibatches")
-        if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip > 0):
-            raise ValueError("need 0 < gamma <= 1, 0 <= gae_lambda <= 1, clip > 0")
+        if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip > 0):
+            raise ValueError("need 0 <= gamma <= 1 (0: myopic), 0 <= gae_lambda <= 1, clip > 0")
 
 
 @dataclasses.dataclass(frozen=True)

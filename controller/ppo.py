@@ -37,21 +37,20 @@ class PPOTrainer:
     def __init__(self, controller: Controller, config: PPOConfig):
         self.controller, self.config = controller, config
         self.optimizer = snt.optimizers.Adam(config.learning_rate)
-        obs_dim, n_actions = controller.config.obs_dim, controller.config.n_actions
-        spec = [tf.TensorSpec([None, obs_dim], tf.float32), tf.TensorSpec([None, n_actions], tf.bool),
-                tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.float32),
+        cc = controller.config
+        state = [tf.TensorSpec([None, cc.obs_dim], tf.float32), tf.TensorSpec([None, None, cc.top_locations], tf.float32),
+                 tf.TensorSpec([None, cc.n_actions], tf.bool)]
+        spec = [*state, tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.float32),
                 tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.float32)]
         self._update = tf.function(self._update_step, input_signature=spec)
-        self._act = tf.function(controller.act, input_signature=[
-            tf.TensorSpec([None, obs_dim], tf.float32), tf.TensorSpec([None, n_actions], tf.bool),
-            tf.TensorSpec([2], tf.int32)])
+        self._act = tf.function(controller.act, input_signature=[*state, tf.TensorSpec([2], tf.int32)])
         self.traces = 0
 
-    def _update_step(self, obs, mask, actions, old_log_prob, adv, returns):
+    def _update_step(self, obs, top, mask, actions, old_log_prob, adv, returns):
         self.traces += 1  # Python side effect: runs once per trace
         c = self.config
         with tf.GradientTape() as tape:
-            logits, value = self.controller(obs, mask)
+            logits, value = self.controller(obs, top, mask)
             log_prob = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
             ratio = tf.exp(log_prob - old_log_prob)
             norm_adv = (adv - tf.reduce_mean(adv)) / (tf.math.reduce_std(adv) + 1e-8)
@@ -68,24 +67,30 @@ class PPOTrainer:
         return {"loss/policy": policy_loss, "loss/value": value_loss, "loss/entropy": entropy,
                 "loss/approx_kl": approx_kl}
 
-    def iteration(self, dream, obs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-        """Collects B x T dream transitions from `obs` and updates the controller.
+    def iteration(self, dream, state: tuple[np.ndarray, np.ndarray], rng: np.random.Generator
+                  ) -> tuple[tuple[np.ndarray, np.ndarray], dict]:
+        """Collects B x T dream transitions from `state` = (obs [B, Z + H], candidates
+        [B, R, L]) and updates the controller.
 
         Returns:
-            (the dreams' observation after the rollout, metrics dict).
+            (the dreams' state after the rollout, metrics dict).
         """
         c = self.config
-        t_obs, t_mask, t_act, t_logp, t_val, t_rew, t_done = [], [], [], [], [], [], []
+        t_obs, t_top, t_mask, t_act, t_logp, t_val, t_rew, t_done = [], [], [], [], [], [], [], []
         finished_returns, running = [], np.zeros(dream.batch_size, np.float32)
+        obs, top = state
         mask = dream.mask.copy()
-        invalid_count = 0
+        invalid_count = stops = improving = 0
         for _ in range(c.rollout_steps):
             seed = tf.constant(rng.integers(0, 2**31 - 1, 2), tf.int32)
-            action, log_prob, value = self._act(tf.constant(obs), tf.constant(mask), seed)
+            action, log_prob, value = self._act(tf.constant(obs), tf.constant(top), tf.constant(mask), seed)
             action = action.numpy()
-            next_obs, reward, terminated, truncated, next_mask, invalid = dream.step(action)
+            stops += int((action == dream.stop).sum())
+            next_obs, next_top, reward, terminated, truncated, invalid = dream.step(action)
+            improving += int((reward > 0).sum())
             invalid_count += int(invalid.sum())
             t_obs.append(obs)
+            t_top.append(top)
             t_mask.append(mask)
             t_act.append(action)
             t_logp.append(log_prob.numpy())
@@ -96,12 +101,13 @@ class PPOTrainer:
             for i in np.flatnonzero(terminated | truncated):
                 finished_returns.append(float(running[i]))
                 running[i] = 0.0
-            obs, mask = next_obs, next_mask
-        _, last_value = self.controller(tf.constant(obs), tf.constant(mask))
+            obs, top, mask = next_obs, next_top, dream.mask.copy()
+        _, last_value = self.controller(tf.constant(obs), tf.constant(top), tf.constant(mask))
         adv, returns = advantages(np.array(t_rew), np.array(t_val), np.array(t_done), last_value.numpy(),
                                   c.gamma, c.gae_lambda)
         flat = {
-            "obs": np.concatenate(t_obs), "mask": np.concatenate(t_mask), "act": np.concatenate(t_act),
+            "obs": np.concatenate(t_obs), "top": np.concatenate(t_top), "mask": np.concatenate(t_mask),
+            "act": np.concatenate(t_act),
             "logp": np.concatenate(t_logp), "adv": adv.reshape(-1), "ret": returns.reshape(-1),
         }
         n = flat["act"].shape[0]
@@ -111,12 +117,14 @@ class PPOTrainer:
             order = rng.permutation(n)
             for k in range(c.minibatches):
                 idx = order[k * size:(k + 1) * size]
-                out = self._update(*(tf.constant(flat[f][idx]) for f in ("obs", "mask", "act", "logp", "adv", "ret")))
+                out = self._update(*(tf.constant(flat[f][idx]) for f in ("obs", "top", "mask", "act", "logp", "adv", "ret")))
                 for key, v in out.items():
                     metrics.setdefault(key, []).append(float(v))
         summary = {k: float(np.mean(v)) for k, v in metrics.items()}
         summary["dream/mean_reward"] = float(np.mean(t_rew))
         summary["dream/invalid_rate"] = invalid_count / n
+        summary["dream/stop_rate"] = stops / n
+        summary["dream/paying_step_rate"] = improving / n
         summary["dream/episode_return"] = float(np.mean(finished_returns)) if finished_returns else float("nan")
         summary["dream/episodes"] = len(finished_returns)
-        return obs, summary
+        return (obs, top), summary

@@ -12,25 +12,63 @@ from controller.policy import Controller, ControllerConfig
 from controller.ppo import PPOConfig, advantages
 
 
-def test_controller_never_picks_a_masked_xfer():
-    c = Controller(ControllerConfig(obs_dim=6, n_actions=5, hidden=(16,)))
+def _candidates(batch: int, n_rules: int, top: int, seed: int = 0) -> np.ndarray:
+    """[B, n_rules + 1, top] candidate rewards, NaN where a rule has fewer locations."""
+    rng = np.random.default_rng(seed)
+    rewards = rng.normal(0.0, 1.0, (batch, n_rules + 1, top)).astype(np.float32)
+    counts = rng.integers(0, top + 1, (batch, n_rules + 1))
+    rewards[np.arange(top)[None, None, :] >= counts[..., None]] = np.nan
+    return rewards
+
+
+def test_controller_points_only_at_candidates_that_exist():
+    from controller.policy import slot_action, slot_mask
+
+    c = Controller(ControllerConfig(obs_dim=6, n_rules=5, top_locations=3, hidden=(16,), slot_hidden=8))
     obs = tf.random.normal([64, 6], seed=0)
-    mask = np.zeros((64, 5), bool)
-    mask[:, 4] = True
-    mask[::2, 1] = True
-    logits, value = c(obs, tf.constant(mask))
-    assert logits.shape == (64, 5) and value.shape == (64,)
+    top = _candidates(64, 5, 3)
+    mask = slot_mask(top, 5)
+    assert mask.shape == (64, 16) and mask[:, -1].all()
+    assert (mask[:, :-1] == np.isfinite(top[:, :5]).reshape(64, -1)).all()
+    logits, value = c(obs, tf.constant(top), tf.constant(mask))
+    assert logits.shape == (64, 16) and value.shape == (64,)
     for seed in range(5):
-        action, log_prob, _ = c.act(obs, tf.constant(mask), seed=tf.constant([seed, 1]))
+        action, log_prob, _ = c.act(obs, tf.constant(top), tf.constant(mask), seed=tf.constant([seed, 1]))
         assert mask[np.arange(64), action.numpy()].all()
         assert np.all(log_prob.numpy() <= 0)
-    greedy, _, _ = c.act(obs, tf.constant(mask), greedy=True)
+    greedy, _, _ = c.act(obs, tf.constant(top), tf.constant(mask), greedy=True)
     assert mask[np.arange(64), greedy.numpy()].all()
+    assert slot_action(7, 3, 5) == (2, 1) and slot_action(15, 3, 5) == (5, 0)
+
+
+def test_the_controller_learns_to_point_at_the_most_rewarding_candidate():
+    """The pointer reads the candidates' rewards: a few hundred supervised steps teach it
+    to take the best one wherever it sits (argmax over slots, not over rules)."""
+    import sonnet as snt
+
+    from controller.policy import slot_mask
+
+    c = Controller(ControllerConfig(obs_dim=4, n_rules=6, top_locations=2, hidden=(16,), slot_hidden=16))
+    optimizer = snt.optimizers.Adam(1e-2)
+    obs = tf.zeros([128, 4])
+    for step in range(150):
+        top = _candidates(128, 6, 2, seed=step)
+        mask = slot_mask(top, 6)
+        best = np.nanargmax(np.where(mask[:, :-1], np.nan_to_num(top[:, :6].reshape(128, -1), nan=-9), -9), 1)
+        with tf.GradientTape() as tape:
+            logits, _ = c(obs, tf.constant(top), tf.constant(mask))
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=best, logits=logits))
+        optimizer.apply(tape.gradient(loss, c.trainable_variables), c.trainable_variables)
+    top = _candidates(256, 6, 2, seed=999)
+    mask = slot_mask(top, 6)
+    best = np.nanargmax(np.where(mask[:, :-1], np.nan_to_num(top[:, :6].reshape(256, -1), nan=-9), -9), 1)
+    picked, _, _ = c.act(tf.zeros([256, 4]), tf.constant(top), tf.constant(mask), greedy=True)
+    assert np.mean(picked.numpy() == best) > 0.9
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="n_actions"):
-        ControllerConfig(obs_dim=4, n_actions=1)
+    with pytest.raises(ValueError, match="n_rules"):
+        ControllerConfig(obs_dim=4, n_rules=0)
     with pytest.raises(ValueError, match="minibatches"):
         PPOConfig(num_dreams=3, rollout_steps=3, minibatches=2)
 
@@ -61,8 +99,8 @@ def _untrained_agent(env, value: float, step_cost: float):
     mdn = MDNRNN(MDNRNNConfig(n_rules=env.n_rules, latent_dim=4, hidden=8, mixtures=2))
     build_vae(vae)
     build_mdnrnn(mdn)
-    c = Controller(ControllerConfig(obs_dim=12, n_actions=env.n_rules + 1, hidden=(8,)))
-    c(tf.zeros([1, 12]), tf.ones([1, env.n_rules + 1], tf.bool))
+    c = Controller(ControllerConfig(obs_dim=12, n_rules=env.n_rules, hidden=(8,)))
+    c.build()
     for v in c.variables:
         if "value" in v.name:
             v.assign(tf.zeros_like(v) if "w" in v.name else tf.fill(v.shape, value))

@@ -1,6 +1,7 @@
 """The whole pipeline with tiny budgets (and its resume), the dream's purity, and the
 evaluation outputs."""
 
+import importlib.util
 import json
 import subprocess
 from pathlib import Path
@@ -17,28 +18,66 @@ def smoke_run(tmp_path_factory):
     cmd = ["rlflow", "pipeline", "--smoke", "--run", str(run)]  # the installed console command
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    (run.parent / "pipeline_stdout.txt").write_text(first.stdout)
     return run, cmd
 
 
 def test_pipeline_writes_every_artefact(smoke_run):
+    from rlflow.pipeline import EVAL_AGENTS
+
     run, _ = smoke_run
     for path in ("rollouts.h5", "vae/config.json", "mdnrnn/config.json", "controller/config.json",
-                 "controller/metrics.json", "eval/results.md", "eval/results.json", "eval/results.csv",
+                 "controller/metrics.json", "controller_untrained_world/config.json",
+                 "controller_myopic_world/config.json", "eval/results.md", "eval/results.json", "eval/results.csv",
                  "eval/runtime.png", "eval/optimisation_time.png"):
         assert (run / path).exists(), path
     rows = json.loads((run / "eval" / "results.json").read_text())
-    assert {r["agent"] for r in rows} == {"controller", "backtracking", "greedy", "random"}
+    assert [r["agent"] for r in rows] == list(EVAL_AGENTS)  # greedy_random_detours after the controller
     for r in rows:
         assert r["final_cost_ms"] <= r["initial_cost_ms"] + 1e-12  # never worse than the original
         assert r["onnxruntime_max_abs_diff"] < 1e-3
+        assert r["enumerations"] is not None and r["env_steps"] is not None
     # The engine work each optimisation did: search's expansions, an episode's enumerations.
     by_agent = {r["agent"]: r for r in rows}
     assert by_agent["greedy"]["enumerations"] == by_agent["greedy"]["steps"] + 1  # one per step + the last look
     assert 1 <= by_agent["backtracking"]["enumerations"] <= 3  # the smoke budget
-    assert by_agent["controller"]["enumerations"] > by_agent["controller"]["steps"]  # its lookahead
+    assert by_agent["controller_lookahead"]["enumerations"] > by_agent["controller_lookahead"]["steps"]  # its lookahead
+    for agent in ("controller", "controller_random_init", "controller_untrained_world", "controller_myopic_world",
+                  "controller_lookahead"):  # the rollouts' real work behind every controller row
+        assert by_agent[agent]["training_env_steps"] == by_agent["controller"]["training_env_steps"] > 0
+        assert by_agent[agent]["training_enumerations"] is not None
+    # the work-matched baseline: capped by the controller's steps, never worse than greedy
+    detours, greedy = by_agent["greedy_random_detours"], by_agent["greedy"]
+    assert detours["extra"]["cap_source"] == "matched"
+    assert detours["extra"]["step_cap"] == max(by_agent["controller"]["steps"], greedy["steps"] + 1)
+    assert detours["steps"] <= detours["extra"]["step_cap"] and detours["env_steps"] == detours["steps"]
+    assert detours["final_cost_ms"] <= greedy["final_cost_ms"] * (1 + 1e-12)
     controller = json.loads((run / "controller" / "metrics.json").read_text())
     assert controller["real_env_steps_during_training"] == 0
     assert list((run / "tb").glob("*/events.out.tfevents.*")) or list((run / "tb").rglob("events.out.tfevents.*"))
+    printed = (run.parent / "pipeline_stdout.txt").read_text()
+    table = printed[printed.index("=== speedup and real work"):]
+    assert all(f"| {agent} |" in table for agent in EVAL_AGENTS)  # print_ledger prints every row
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray (pip install '.[ray]')")
+def test_on_ray_the_work_matched_row_waits_for_the_controllers_steps(smoke_run, tmp_path):
+    """On Ray each (graph, agent) pair is a job: greedy_random_detours' job starts once the
+    controller's is done, capped by its steps, and equals the local evaluation."""
+    from dataclasses import asdict
+
+    from controller.evaluation import EvalConfig, evaluate
+    from controller.ray_evaluation import evaluate_on_ray
+
+    run, _ = smoke_run
+    config = EvalConfig(graphs=("nasrnn",), agents=("greedy_random_detours", "controller"), horizon=60)
+    local = evaluate(config, run, tmp_path / "local")
+    on_ray = evaluate_on_ray(config, run, tmp_path / "ray", address="local")
+    timing = {"optimisation_s", "model_load_s"}
+    assert [{k: v for k, v in asdict(r).items() if k not in timing} for r in on_ray] == \
+           [{k: v for k, v in asdict(r).items() if k not in timing} for r in local]
+    assert [r.agent for r in on_ray] == ["controller", "greedy_random_detours"]
+    assert on_ray[1].extra["cap_source"] == "matched" and on_ray[1].steps <= on_ray[1].extra["step_cap"]
 
 
 def test_optimize_with_the_runs_trained_controller(smoke_run, tmp_path):
@@ -75,18 +114,29 @@ def test_dream_env_never_touches_the_real_env(smoke_run):
     run, _ = smoke_run
     vae, mdnrnn = load_vae(str(run)), load_mdnrnn(str(run))
     latents = np.load(run / "controller" / "start_latents.npy")
+    candidates = np.load(run / "controller" / "start_candidates.npy")
+    assert candidates.shape == (len(latents), mdnrnn.config.n_rules + 1, mdnrnn.config.top_locations)
+    assert np.isfinite(candidates).any()  # the real start graph's candidates, from the rollouts
     before = real_work.counts()
-    env = DreamEnv(vae, mdnrnn, latents, DreamConfig(horizon=5), seed=0)
+    env = DreamEnv(vae, mdnrnn, latents, candidates, DreamConfig(horizon=5), seed=0)
     check_env(env, skip_render_check=True)
     obs, info = env.reset(seed=1)
-    assert obs.shape == (vae.config.latent_dim + mdnrnn.config.hidden,) and info["xfer_mask"][-1]
-    dream = Dream(vae, mdnrnn, latents, DreamConfig(horizon=4), batch_size=6, seed=0)
-    dream.reset()
+    assert obs["obs"].shape == (vae.config.latent_dim + mdnrnn.config.hidden,) and info["action_mask"][-1]
+    dream = Dream(vae, mdnrnn, latents, candidates, DreamConfig(horizon=4), batch_size=6, seed=0)
+    _, top = dream.reset()
     rng = np.random.default_rng(0)
     for _ in range(10):
-        actions = [rng.choice(np.flatnonzero(m)) for m in dream.mask]
-        _, reward, terminated, truncated, mask, invalid = dream.step(np.array(actions))
-        assert reward.shape == (6,) and mask[:, -1].all() and not invalid.any()
+        mask = dream.mask
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+        moving = actions != dream.stop
+        rules, places = actions // dream.top_locations, actions % dream.top_locations
+        earned = top[np.arange(6), rules, places]
+        _, top, reward, terminated, truncated, invalid = dream.step(actions)
+        assert reward.shape == (6,) and dream.mask[:, -1].all() and not invalid.any()
+        # a rewrite earns its candidate's reward, less the step and detour charges
+        charge = 0.02 + 0.25 * (earned <= 0)
+        np.testing.assert_allclose(reward[moving], (earned - charge)[moving], rtol=1e-5)
+        assert (reward[~moving] == 0).all() and terminated[~moving].all()
     assert real_work.since(before) == dict.fromkeys(real_work.KINDS, 0)
 
 

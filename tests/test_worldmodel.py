@@ -154,7 +154,8 @@ def logsumexp(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
 def _random_output(rng, b=3, k=4, z=5) -> MDNOutput:
     f = lambda *s: tf.constant(rng.normal(size=s).astype(np.float32))  # noqa: E731
     return MDNOutput(logits=f(b, k), mu=f(b, k, z), log_sigma=0.3 * f(b, k, z), reward=f(b),
-                     done_logit=f(b), mask_logits=f(b, N_RULES + 1))
+                     done_logit=f(b), mask_logits=f(b, N_RULES + 1), slot_logits=f(b, N_RULES + 1, 4),
+                     slot_rewards=f(b, N_RULES + 1, 4))
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.5, 2.0])
@@ -175,7 +176,8 @@ def test_tau_sharpens_the_mixture_and_scales_the_variance():
     model = MDNRNN(MDNRNNConfig(n_rules=N_RULES, latent_dim=2, mixtures=3))
     out = MDNOutput(logits=tf.constant([[2.0, 0.0, -1.0]]), mu=tf.constant([[[0.0, 0.0], [5.0, 5.0], [9.0, 9.0]]]),
                     log_sigma=tf.fill([1, 3, 2], -1.0), reward=tf.zeros([1]), done_logit=tf.zeros([1]),
-                    mask_logits=tf.zeros([1, N_RULES + 1]))
+                    mask_logits=tf.zeros([1, N_RULES + 1]), slot_logits=tf.zeros([1, N_RULES + 1, 4]),
+                    slot_rewards=tf.zeros([1, N_RULES + 1, 4]))
     weights = {tau: model.mixture(out, tau).mixture_distribution.probs_parameter().numpy()[0, 0]
                for tau in (0.25, 1.0, 4.0)}
     assert weights[0.25] > weights[1.0] > weights[4.0]
@@ -225,7 +227,11 @@ def test_step_is_the_lstm_and_heads_on_z_and_the_one_hot_action():
     heads = model._heads(model._features(tf.concat([hidden, inputs], axis=-1)))
     np.testing.assert_allclose(nxt.hidden.numpy(), ref_state.hidden.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(nxt.cell.numpy(), ref_state.cell.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out.mask_logits.numpy(), heads[:, 2:].numpy(), rtol=1e-5, atol=1e-5)
+    r = N_RULES + 1
+    np.testing.assert_allclose(out.mask_logits.numpy(), heads[:, 2:2 + r].numpy(), rtol=1e-5, atol=1e-5)
+    slots = model.config.top_locations * r
+    np.testing.assert_allclose(out.slot_logits.numpy().reshape(6, -1), heads[:, 2 + r:2 + r + slots].numpy(),
+                               rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.done_logit.numpy(), heads[:, 1].numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(model.step_reward(z, actions, state).numpy(), out.reward.numpy(), rtol=1e-5, atol=1e-6)
     fresh = MDNRNN(MDNRNNConfig(n_rules=N_RULES, **TINY_M))  # a method that reads variables may come first
@@ -241,12 +247,19 @@ def test_mdnrnn_loss_ignores_padded_steps():
     z, next_z, rewards = f(2, 4, 4), f(2, 4, 4), f(2, 4)
     actions = rng.integers(0, N_RULES + 1, (2, 4)).astype(np.int32)
     dones, masks = np.zeros((2, 4), np.float32), (rng.random((2, 4, N_RULES + 1)) > 0.5).astype(np.float32)
+    top = f(2, 4, N_RULES + 1, model.config.top_locations)
+    top[rng.random(top.shape) > 0.5] = np.nan  # slots without a candidate
     valid = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], np.float32)
-    before = model.loss(z, actions, next_z, rewards, dones, masks, valid)
+    before = model.loss(z, actions, next_z, rewards, dones, masks, top, valid)
+    assert all(np.isfinite(float(v)) for v in before.values())
     z[valid == 0], next_z[valid == 0], rewards[valid == 0] = 99.0, -99.0, 1e4
-    after = model.loss(z, actions, next_z, rewards, dones, masks, valid)
+    top[valid == 0] = 1e4
+    after = model.loss(z, actions, next_z, rewards, dones, masks, top, valid)
     for k in before:
         assert float(after[k]) == pytest.approx(float(before[k]), rel=1e-5), k
+    top[valid == 1] = np.where(np.isfinite(top[valid == 1]), top[valid == 1] + 3.0, np.nan)
+    moved = model.loss(z, actions, next_z, rewards, dones, masks, top, valid)
+    assert float(moved["slot_reward"]) > float(before["slot_reward"])  # the existing slots' rewards count
 
 
 # -- tracing ---------------------------------------------------------------------------
@@ -275,7 +288,7 @@ def test_train_steps_trace_once_across_batch_sizes(rollouts):
     for size, length in ((2, 6), (4, 3)):
         b = encoded.batch(range(size), z)
         m_step(*(tf.constant(b[f][:, :length]) for f in ("z", "actions", "next_z", "rewards", "dones",
-                                                          "next_masks", "mask")))
+                                                          "next_masks", "next_top_rewards", "mask")))
     assert m_step.traces == 1
 
 
@@ -297,6 +310,9 @@ def test_split_is_by_episode_and_graphs_round_trip(rollouts):
     steps = int(train.steps[1])
     np.testing.assert_array_equal(encoded.mu[1, : steps + 1, 0], np.arange(steps + 1) + train.obs_start[1])
     np.testing.assert_array_equal(encoded.next_masks[1, :steps], ep["infos/xfer_mask"][1:])
+    b = encoded.batch([1], encoded.sample_z(np.random.default_rng(0)))
+    np.testing.assert_array_equal(b["next_top_rewards"][0, :steps],
+                                  ep["infos/top_rewards"][1:].astype(np.float16).astype(np.float32))
     assert encoded.mask[1].sum() == steps
     b = encoded.batch([1], encoded.sample_z(np.random.default_rng(0)))
     np.testing.assert_allclose(b["next_z"][0, : steps - 1], b["z"][0, 1:steps])
@@ -317,6 +333,16 @@ def test_episode_set_rejects_actions_outside_the_rule_set(rollouts):
     actions[1, 0] = arrays["infos/xfer_mask"].shape[1]  # one past stop
     arrays["actions"] = actions
     with pytest.raises(ValueError, match="outside the rule set"):
+        EpisodeSet.from_episodes([(0, arrays)])
+
+
+def test_episode_set_names_rollouts_without_the_candidates_rewards(rollouts):
+    from worldmodel.dataset import MissingCandidateRewardsError
+
+    arrays = dict(RolloutReader(rollouts).episode(0).arrays)
+    assert arrays["infos/top_rewards"].shape[1:] == (N_RULES + 1, 4)
+    del arrays["infos/top_rewards"]  # a file recorded before the env gave them
+    with pytest.raises(MissingCandidateRewardsError, match="collect"):
         EpisodeSet.from_episodes([(0, arrays)])
 
 

@@ -96,6 +96,10 @@ class MDNRNNConfig:
             rewards' standard deviation (a model built with 0 uses 1).
         reward_weight / done_weight / mask_weight: loss weights of the heads (the
             next-z term has weight 1 and is in nats per latent dimension).
+        top_locations: K, the candidates per rule M predicts after a step (each
+            rule's K most rewarding locations: whether each exists and its reward; the
+            env's `top_locations`, recorded in the rollouts as infos/top_rewards).
+        candidate_weight: loss weight of those predictions (existence BCE + reward MSE).
     """
 
     n_rules: int
@@ -107,16 +111,18 @@ class MDNRNNConfig:
     reward_weight: float = 1.0
     done_weight: float = 1.0
     mask_weight: float = 1.0
+    top_locations: int = 4
+    candidate_weight: float = 1.0
 
     def __post_init__(self):
-        for name in ("n_rules", "latent_dim", "hidden", "mixtures"):
+        for name in ("n_rules", "latent_dim", "hidden", "mixtures", "top_locations"):
             if getattr(self, name) < 1:
                 raise ValueError(f"MDNRNNConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.tau <= 0:
             raise ValueError(f"MDNRNNConfig.tau must be > 0, got {self.tau}")
         if self.reward_scale < 0:
             raise ValueError(f"MDNRNNConfig.reward_scale must be >= 0 (0: set from data), got {self.reward_scale}")
-        for name in ("reward_weight", "done_weight", "mask_weight"):
+        for name in ("reward_weight", "done_weight", "mask_weight", "candidate_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"MDNRNNConfig.{name} must be >= 0, got {getattr(self, name)}")
 

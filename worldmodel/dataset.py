@@ -34,6 +34,10 @@ from worldmodel.configs import DataConfig
 from worldmodel.targets import TARGET_KEYS, batch_targets
 
 
+class MissingCandidateRewardsError(ValueError):
+    """Rollouts without infos/top_rewards (recorded before the env gave them)."""
+
+
 def is_held_out(episode_id: int, fraction: float, seed: int) -> bool:
     """Whether an episode belongs to the held-out split (stable per (seed, id))."""
     return zlib.crc32(f"{seed}:{episode_id}".encode()) / 2**32 < fraction
@@ -53,7 +57,8 @@ class EpisodeSet:
     """
 
     ARRAYS = ("episode_ids", "node_types", "node_values", "edges", "senders", "receivers", "globals", "n_node",
-              "n_edge", "steps", "xfers", "rewards", "terminations", *(f"target_{k}" for k in TARGET_KEYS))
+              "n_edge", "steps", "xfers", "rewards", "terminations", "top_rewards",
+              *(f"target_{k}" for k in TARGET_KEYS))
 
     def __init__(self, arrays: dict[str, np.ndarray]):
         missing = [k for k in self.ARRAYS if k not in arrays]
@@ -93,6 +98,12 @@ class EpisodeSet:
         if len(bad):
             raise ValueError(f"action xfer {xfers[bad[0]]} is outside the rule set's {n_actions} xfers "
                              f"(step {bad[0]} of the episodes' steps; {len(bad)} such steps)")
+        lacking = [i for i, a in episodes if "infos/top_rewards" not in a]
+        if lacking:
+            raise MissingCandidateRewardsError(
+                f"episodes {lacking[:5]}{' ...' if len(lacking) > 5 else ''} have no infos/top_rewards (the "
+                "candidates' rewards the world model learns to predict): the rollouts were recorded before "
+                "the env gave them; collect them again (rlflow collect --restart)")
         globals_ = cat("observations/globals").astype(np.float32).reshape(-1, GLOBAL_DIM)
         n_node = cat("observations/n_node").astype(np.int32)
         targets = batch_targets({"nodes": nodes, "n_node": n_node, "globals": globals_}, costs=cat("infos/cost"),
@@ -108,6 +119,7 @@ class EpisodeSet:
             "steps": np.array([len(a["actions"]) for _, a in episodes], np.int64),
             "xfers": xfers,
             "rewards": cat("rewards").astype(np.float32), "terminations": cat("terminations").astype(bool),
+            "top_rewards": cat("infos/top_rewards").astype(np.float16),
             **{f"target_{k}": v for k, v in targets.items()}})
 
     def save(self, path: str) -> None:
@@ -224,7 +236,7 @@ def _cache_key(path: str, ids: Sequence[int], config: DataConfig) -> str:
     for i in ids:
         st = os.stat(os.path.join(folder, f"episode_{i}.h5"))
         stats.append([int(i), st.st_size, st.st_mtime_ns])
-    blob = json.dumps([dataclasses.asdict(config), stats]).encode()
+    blob = json.dumps([dataclasses.asdict(config), stats, EpisodeSet.ARRAYS]).encode()  # new arrays: a new key
     return hashlib.sha1(blob).hexdigest()[:16]
 
 
@@ -251,6 +263,9 @@ class EncodedEpisodes:
         dones          [J, L]           terminated by step t
         next_masks     [J, L, R]        xfer mask after step t
         mask           [J, L]           1 on real steps
+        next_obs       [J, L] int64     the observation after step t (its index in the
+                                        EpisodeSet; 0 on padding), whose candidates'
+                                        rewards (`top_rewards`) a batch gathers
     """
 
     def __init__(self, episodes: EpisodeSet, mu: np.ndarray, log_sigma: np.ndarray):
@@ -265,6 +280,8 @@ class EncodedEpisodes:
         self.dones = np.zeros((j, length), np.float32)
         self.next_masks = np.zeros((j, length, episodes.n_actions), np.float32)
         self.mask = np.zeros((j, length), np.float32)
+        self.next_obs = np.zeros((j, length), np.int64)
+        self.top_rewards = episodes.top_rewards
         for e, (start, steps) in enumerate(zip(episodes.obs_start, episodes.steps)):
             rows = slice(start, start + steps + 1)
             self.mu[e, : steps + 1], self.log_sigma[e, : steps + 1] = mu[rows], log_sigma[rows]
@@ -273,6 +290,7 @@ class EncodedEpisodes:
             self.dones[e, :steps] = episodes.episode_steps("terminations", e)
             self.next_masks[e, :steps] = episodes.targets["mask"][start + 1: start + steps + 1]
             self.mask[e, :steps] = 1.0
+            self.next_obs[e, :steps] = np.arange(start + 1, start + steps + 1)
 
     @property
     def num_episodes(self) -> int:
@@ -285,10 +303,12 @@ class EncodedEpisodes:
     def batch(self, indices: Sequence[int], z: np.ndarray) -> dict[str, np.ndarray]:
         """Episodes `indices` of the z draw `z` as M's inputs and targets:
         {"z" [B, L, Z], "next_z" [B, L, Z], "actions", "rewards", "dones", "next_masks",
-        "mask"}."""
+        "next_top_rewards" [B, L, R, K] (float32, NaN where a rule has fewer than K
+        locations), "mask"}."""
         idx = np.asarray(indices)
         return {"z": z[idx, :-1], "next_z": z[idx, 1:], "actions": self.actions[idx],
                 "rewards": self.rewards[idx], "dones": self.dones[idx], "next_masks": self.next_masks[idx],
+                "next_top_rewards": self.top_rewards[self.next_obs[idx]].astype(np.float32),
                 "mask": self.mask[idx]}
 
     def batches(self, batch_size: int, rng: np.random.Generator) -> Iterator[dict[str, np.ndarray]]:

@@ -5,21 +5,26 @@ only. No real environment is touched: controller training runs the dream inside
     Dream         batched core (B parallel dreams, TF), what controller training uses
     DreamEnv      a gymnasium.Env over one dream, same observation layout
 
-State of a dream: z_t [Z] (sampled from M's mixture, temperature tau) and M's LSTM
-state; the controller sees obs = [z_t, h_t] (h = the LSTM hidden state, [H]).
-Step t with xfer a_t:
-    a_t == stop           -> done, reward 0
-    a_t masked out        -> reward `invalid_penalty`, state unchanged
-    otherwise             -> M.step(z_t, a_t, state) gives the reward (less
-                             `step_cost`), the done
-                             probability, the next xfer mask and the mixture over
-                             z_{t+1}; z_{t+1} is sampled.
-The first xfer mask comes from V's decoder on z_0; later ones from M.
+State of a dream: z_t [Z] (sampled from M's mixture, temperature tau), M's LSTM state and
+the candidates: top_t [R, L], each rule's L most rewarding locations' rewards (NaN where
+a rule has fewer), as the real env gives them (info["top_rewards"]). The controller sees
+obs = [z_t, h_t] (h = the LSTM hidden state, [H]) and top_t; its action is a slot
+(rule r, l) of top_t, or stop (controller.policy).
+Step t with slot (r, l):
+    stop                  -> done, reward 0
+    a slot that is empty  -> reward `invalid_penalty`, state unchanged
+    otherwise             -> reward top_t[r, l] (the candidate's reward, less
+                             `step_cost`, and `detour_cost` where it saves nothing);
+                             M.step(z_t, r, state) gives the done probability, the next
+                             candidates (slot_logits > threshold, their slot_rewards) and
+                             the mixture over z_{t+1}; z_{t+1} is sampled. A dream whose
+                             candidates are all gone ends, as the real env does.
+The first candidates are those of the real start graph, read from the rollouts.
 
-    z_0 ~ N(mu_0, sigma_0) of a real start graph (encoded once, before training)
+    z_0 ~ N(mu_0, sigma_0), top_0 of a real start graph (from the rollout file)
       |
       v
-    [z_t, h_t] --controller--> a_t --M--> r_t, done_t, mask_{t+1}, z_{t+1}
+    [z_t, h_t], top_t --controller--> slot (r, l) --M--> done_t, top_{t+1}, z_{t+1}
 """
 
 from __future__ import annotations
@@ -35,120 +40,143 @@ from worldmodel.configs import DreamConfig
 class Dream:
     """B parallel dreams driven in TF. Holds no reference to any real environment."""
 
-    def __init__(self, vae, mdnrnn, start_latents: np.ndarray, config: DreamConfig, batch_size: int,
-                 seed: int = 0):
+    def __init__(self, vae, mdnrnn, start_latents: np.ndarray, start_candidates: np.ndarray,
+                 config: DreamConfig, batch_size: int, seed: int = 0):
         """Args:
-            vae, mdnrnn: trained GraphVAE and MDNRNN.
+            vae, mdnrnn: the GraphVAE and MDNRNN (trained, or untrained for an ablation).
             start_latents: [N, 2, Z] (mu, log_sigma) of real start graphs, encoded once.
+            start_candidates: [N, R, L] their top_rewards (read from the rollouts).
             config: DreamConfig.
             batch_size: B, the number of parallel dreams.
         """
         start_latents = np.asarray(start_latents, np.float32)
+        start_candidates = np.asarray(start_candidates, np.float32)
         if start_latents.ndim != 3 or start_latents.shape[1] != 2:
             raise ValueError(f"start_latents must be [N, 2, Z] (mu, log_sigma), got {start_latents.shape}")
+        self.n_rules = int(mdnrnn.config.n_rules)
+        self.top_locations = int(mdnrnn.config.top_locations)
+        if start_candidates.shape != (len(start_latents), self.n_rules + 1, self.top_locations):
+            raise ValueError(f"start_candidates must be [N, n_rules + 1, L] = {(len(start_latents), self.n_rules + 1, self.top_locations)}, "
+                             f"got {start_candidates.shape}")
         self.vae, self.mdnrnn, self.config = vae, mdnrnn, config
         self.batch_size = batch_size
         self.start_latents = tf.constant(start_latents)
+        self.start_candidates = start_candidates
         self.latent_dim = start_latents.shape[2]
-        self.n_actions = int(mdnrnn.config.n_rules) + 1
+        self.n_actions = self.n_rules * self.top_locations + 1
         self.stop = self.n_actions - 1
         self.rng = tf.random.Generator.from_seed(seed)
         self.seeds = np.random.default_rng(seed)  # stateless seeds for M's sampling
-        self.z = self.state = self.mask = None
+        self.z = self.state = self.top = None
         self.steps = np.zeros(batch_size, np.int32)
 
     @property
     def hidden_size(self) -> int:
         return int(self.mdnrnn.config.hidden)
 
-    def _mask_from_logits(self, logits: tf.Tensor) -> np.ndarray:
-        mask = tf.sigmoid(logits).numpy() > self.config.mask_threshold
-        mask[:, self.stop] = True
-        return mask
+    @property
+    def mask(self) -> np.ndarray:
+        """[B, S + 1] the slots that hold a candidate, and stop."""
+        exists = np.isfinite(self.top[:, :self.n_rules]).reshape(self.batch_size, -1)
+        return np.concatenate([exists, np.ones((self.batch_size, 1), bool)], axis=1)
+
+    def _predicted_candidates(self, out) -> np.ndarray:
+        """top [B, R, L] from M's slot heads: a slot exists where its probability passes
+        the threshold and the slots before it in its rule exist."""
+        exists = tf.sigmoid(out.slot_logits).numpy() > self.config.mask_threshold
+        exists = np.cumprod(exists, axis=2).astype(bool)
+        return np.where(exists, out.slot_rewards.numpy(), np.nan).astype(np.float32)
 
     def _start(self, n: int):
         idx = self.rng.uniform([n], 0, self.start_latents.shape[0], dtype=tf.int32)
         mu_logsig = tf.gather(self.start_latents, idx)
         eps = self.rng.normal([n, self.latent_dim])
         z = mu_logsig[:, 0] + tf.exp(mu_logsig[:, 1]) * eps
-        mask = self._mask_from_logits(self.vae.decode(z)["mask_logits"])
-        return z, self.mdnrnn.initial_state(n), mask
+        return z, self.mdnrnn.initial_state(n), self.start_candidates[idx.numpy()].copy()
 
-    def reset(self) -> np.ndarray:
-        """Starts all B dreams; returns observations [B, Z + H]."""
-        self.z, self.state, self.mask = self._start(self.batch_size)
+    def reset(self) -> tuple[np.ndarray, np.ndarray]:
+        """Starts all B dreams; returns (observations [B, Z + H], candidates [B, R, L])."""
+        self.z, self.state, self.top = self._start(self.batch_size)
         self.steps[:] = 0
-        return self.observation()
+        return self.observation(), self.top.copy()
 
     def observation(self) -> np.ndarray:
         return np.concatenate([self.z.numpy(), self.state.hidden.numpy()], axis=1)
 
     def step(self, actions: np.ndarray):
-        """Advances every dream by one xfer; dreams that end restart at once.
+        """Advances every dream by one slot action; dreams that end restart at once.
 
         Returns:
-            (obs [B, Z+H], reward [B], done [B] (terminated), truncated [B], mask [B, A]
-            for the new observation, invalid [B]).
+            (obs [B, Z+H], candidates [B, R, L], reward [B], done [B] (terminated),
+            truncated [B], invalid [B]) for the new state (a restarted dream's start).
         """
         actions = np.asarray(actions, np.int32)
-        valid = self.mask[np.arange(self.batch_size), actions]
+        rows = np.arange(self.batch_size)
+        valid = self.mask[rows, actions]
         stop = actions == self.stop
-        out, new_state = self.mdnrnn.step(self.z, tf.constant(np.where(stop | ~valid, 0, actions), tf.int32),
-                                          self.state)
-        predicted = out.reward.numpy()
-        charge = self.config.step_cost + self.config.detour_cost * (predicted <= 0)
-        reward = np.where(stop, 0.0, predicted - charge).astype(np.float32)
+        rules = np.where(stop | ~valid, 0, actions // self.top_locations)
+        locations = np.where(stop | ~valid, 0, actions % self.top_locations)
+        out, new_state = self.mdnrnn.step(self.z, tf.constant(rules, tf.int32), self.state)
+        earned = np.nan_to_num(self.top[rows, rules, locations])
+        charge = self.config.step_cost + self.config.detour_cost * (earned <= 0)
+        reward = np.where(stop, 0.0, earned - charge).astype(np.float32)
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)
         done_prob = tf.sigmoid(out.done_logit).numpy()
         seed = tf.constant(self.seeds.integers(0, 2**31 - 1, 2), tf.int32)
         next_z = self.mdnrnn.sample_z(out, self.config.tau, seed=seed)
-        next_mask = self._mask_from_logits(out.mask_logits)
+        next_top = self._predicted_candidates(out)
         moved = valid & ~stop
-        terminated = stop | (moved & (done_prob > self.config.done_threshold))
+        no_candidates = ~np.isfinite(next_top[:, :self.n_rules]).any(axis=(1, 2))
+        terminated = stop | (moved & ((done_prob > self.config.done_threshold) | no_candidates))
         self.steps += 1
         truncated = ~terminated & (self.steps >= self.config.horizon)
         keep = tf.constant(moved[:, None])
         self.z = tf.where(keep, next_z, self.z)
         self.state = tf.nest.map_structure(lambda new, old: tf.where(keep, new, old), new_state, self.state)
-        self.mask = np.where(moved[:, None], next_mask, self.mask)
+        self.top = np.where(moved[:, None, None], next_top, self.top)
         ended = terminated | truncated
         if ended.any():
-            z0, s0, m0 = self._start(self.batch_size)
+            z0, s0, t0 = self._start(self.batch_size)
             e = tf.constant(ended[:, None])
             self.z = tf.where(e, z0, self.z)
             self.state = tf.nest.map_structure(lambda a, b: tf.where(e, a, b), s0, self.state)
-            self.mask = np.where(ended[:, None], m0, self.mask)
+            self.top = np.where(ended[:, None, None], t0, self.top)
             self.steps[ended] = 0
-        return self.observation(), reward, terminated, truncated, self.mask.copy(), ~valid
+        return self.observation(), self.top.copy(), reward, terminated, truncated, ~valid
 
 
 class DreamEnv(gymnasium.Env):
-    """One dream as a gymnasium.Env: obs = [z, h] (float32 [Z + H]); action = xfer
-    (Discrete(n_rules + 1), the last is stop); info["xfer_mask"] from M (V at t=0)."""
+    """One dream as a gymnasium.Env: obs = {"obs": [z, h] float32 [Z + H], "candidates":
+    top [R, L]} ; action = slot (Discrete(n_rules * L + 1), the last is stop);
+    info["action_mask"] the slots that hold a candidate."""
 
     metadata = {"render_modes": []}
 
-    def __init__(self, vae, mdnrnn, start_latents: np.ndarray, config: DreamConfig | None = None, seed: int = 0):
+    def __init__(self, vae, mdnrnn, start_latents: np.ndarray, start_candidates: np.ndarray,
+                 config: DreamConfig | None = None, seed: int = 0):
         self.config = config or DreamConfig()
-        self._start_latents, self._vae, self._mdnrnn = start_latents, vae, mdnrnn
-        self.dream = Dream(vae, mdnrnn, start_latents, self.config, batch_size=1, seed=seed)
+        self._args = (vae, mdnrnn, start_latents, start_candidates)
+        self.dream = Dream(*self._args, self.config, batch_size=1, seed=seed)
         size = self.dream.latent_dim + self.dream.hidden_size
-        self.observation_space = spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        self.observation_space = spaces.Dict({
+            "obs": spaces.Box(-np.inf, np.inf, (size,), np.float32),
+            "candidates": spaces.Box(-np.inf, np.inf, (self.dream.n_rules + 1, self.dream.top_locations),
+                                     np.float32)})
         self.action_space = spaces.Discrete(self.dream.n_actions)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         if seed is not None:
-            self.dream = Dream(self._vae, self._mdnrnn, self._start_latents, self.config, 1, seed=seed)
-        obs = self.dream.reset()
-        return obs[0].astype(np.float32), {"xfer_mask": self.dream.mask[0].copy()}
+            self.dream = Dream(*self._args, self.config, 1, seed=seed)
+        obs, top = self.dream.reset()
+        return {"obs": obs[0], "candidates": top[0]}, {"action_mask": self.dream.mask[0].copy()}
 
     def step(self, action):
         if self.dream.z is None:
             raise gymnasium.error.ResetNeeded("call reset() before step()")
-        before = self.dream.observation()
-        obs, reward, terminated, truncated, mask, invalid = self.dream.step(np.array([int(action)]))
+        before, before_top = self.dream.observation(), self.dream.top.copy()
+        obs, top, reward, terminated, truncated, invalid = self.dream.step(np.array([int(action)]))
         if terminated[0] or truncated[0]:
-            obs = before  # the dream restarted; report the state that ended (no next z)
-        return (obs[0].astype(np.float32), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
-                {"xfer_mask": mask[0], "invalid_action": bool(invalid[0])})
+            obs, top = before, before_top  # the dream restarted; report the state that ended
+        return ({"obs": obs[0], "candidates": top[0]}, float(reward[0]), bool(terminated[0]), bool(truncated[0]),
+                {"action_mask": self.dream.mask[0].copy(), "invalid_action": bool(invalid[0])})

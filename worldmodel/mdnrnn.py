@@ -12,10 +12,16 @@
   logits [B, K]                     reward [B]         r_t
   mu = z_t + delta [B, K, Z]        done_logit [B]     terminated after step t
   log_sigma [B, K, Z]               mask_logits [B, R] xfer mask of step t + 1
+                                    slot_logits [B, R, L]  whether rule r has an l-th
+                                                       location at step t + 1
+                                    slot_rewards [B, R, L] the reward of rule r's l-th most
+                                                       rewarding location at step t + 1
 
 p(z_{t+1} | h_t) = sum_k softmax(logits / tau)_k N(z_{t+1}; mu_k, diag(sigma_k^2 tau)).
 The means are offsets from z_t because one rewrite changes the graph (and z) a little.
-R = n_rules + 1 (the last xfer is stop).
+R = n_rules + 1 (the last xfer is stop); L = config.top_locations. The slot heads are
+the dream's candidates: what the real env gives every agent for free after a step (its
+enumeration's candidates and their rewards, info["top_rewards"]), predicted.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ class MDNOutput(NamedTuple):
     """M's predictions after step t; leading dims [B] (step) or [B, T] (__call__).
 
     logits [.., K], mu [.., K, Z], log_sigma [.., K, Z], reward [..], done_logit [..],
-    mask_logits [.., R].
+    mask_logits [.., R], slot_logits [.., R, L], slot_rewards [.., R, L].
     """
 
     logits: tf.Tensor
@@ -47,6 +53,8 @@ class MDNOutput(NamedTuple):
     reward: tf.Tensor
     done_logit: tf.Tensor
     mask_logits: tf.Tensor
+    slot_logits: tf.Tensor
+    slot_rewards: tf.Tensor
 
 
 class MDNRNN(snt.Module):
@@ -64,7 +72,8 @@ class MDNRNN(snt.Module):
             self._lstm = snt.LSTM(config.hidden, name="lstm")
             self._mdn = snt.Linear(k + 2 * k * z, name="mdn_head")
             self._features = snt.nets.MLP([config.hidden], activate_final=True, name="head_features")
-            self._heads = snt.Linear(2 + self.n_actions, name="heads")
+            self._slots = self.n_actions * config.top_locations
+            self._heads = snt.Linear(2 + self.n_actions + 2 * self._slots, name="heads")
         # the head MLP's one layer, whose w and b step() reads (no variable scan per call)
         self._feature_layer = next(m for m in self._features.submodules if isinstance(m, snt.Linear))
         self._built = False  # whether the modules' variables exist (_build)
@@ -112,10 +121,13 @@ class MDNRNN(snt.Module):
         logits = params[:, :k]
         delta, log_sigma = tf.split(tf.reshape(params[:, k:], [-1, k, 2 * zdim]), 2, axis=-1)
         heads = self._heads(self._head_features(hidden, z, action))
+        r, slots, shape = self.n_actions, self._slots, [-1, self.n_actions, self.config.top_locations]
         return MDNOutput(logits=logits, mu=z[:, None, :] + delta,
                          log_sigma=tf.clip_by_value(log_sigma, _LOG_SIGMA_MIN, _LOG_SIGMA_MAX),
                          reward=heads[:, 0] * self._reward_scale, done_logit=heads[:, 1],
-                         mask_logits=heads[:, 2:])
+                         mask_logits=heads[:, 2:2 + r],
+                         slot_logits=tf.reshape(heads[:, 2 + r:2 + r + slots], shape),
+                         slot_rewards=tf.reshape(heads[:, 2 + r + slots:], shape) * self._reward_scale)
 
     def step(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState) -> tuple[MDNOutput, snt.LSTMState]:
         """One step: z [B, Z], action [B] int32 xfer ids, state -> (MDNOutput [B, ...], state)."""
@@ -155,13 +167,15 @@ class MDNRNN(snt.Module):
         hidden, _ = tf.scan(cell, time_major, initializer=(init.hidden, init))
         hidden = tf.reshape(tf.transpose(hidden, [1, 0, 2]), [batch * steps, self.config.hidden])
         out = self._predict(hidden, flat_z, flat_actions)
-        k, zdim = self.config.mixtures, self.config.latent_dim
+        k, zdim, slots = self.config.mixtures, self.config.latent_dim, [batch, steps, self.n_actions, -1]
         return MDNOutput(logits=tf.reshape(out.logits, [batch, steps, k]),
                          mu=tf.reshape(out.mu, [batch, steps, k, zdim]),
                          log_sigma=tf.reshape(out.log_sigma, [batch, steps, k, zdim]),
                          reward=tf.reshape(out.reward, [batch, steps]),
                          done_logit=tf.reshape(out.done_logit, [batch, steps]),
-                         mask_logits=tf.reshape(out.mask_logits, [batch, steps, self.n_actions]))
+                         mask_logits=tf.reshape(out.mask_logits, [batch, steps, self.n_actions]),
+                         slot_logits=tf.reshape(out.slot_logits, slots),
+                         slot_rewards=tf.reshape(out.slot_rewards, slots))
 
     def mixture(self, out: MDNOutput, tau: float | None = None) -> tfd.Distribution:
         """p(z_{t+1}) at temperature tau (default config.tau): a MixtureSameFamily of
@@ -179,10 +193,14 @@ class MDNRNN(snt.Module):
         return self.mixture(out, tau).sample(seed=seed)
 
     def loss(self, z_seq: tf.Tensor, actions: tf.Tensor, next_z: tf.Tensor, rewards: tf.Tensor,
-             dones: tf.Tensor, next_masks: tf.Tensor, mask: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Losses averaged over real steps (mask [B, T]):
+             dones: tf.Tensor, next_masks: tf.Tensor, next_top_rewards: tf.Tensor,
+             mask: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Losses averaged over real steps (mask [B, T]; next_top_rewards [B, T, R, L], NaN
+        where a rule has fewer than L locations):
         {"total", "z_nll" (nats per latent dim), "reward" (MSE in reward_scale units), "done" (BCE),
-        "mask" (BCE per xfer)} with total = z_nll + weighted head losses."""
+        "mask" (BCE per xfer), "slot" (BCE per (rule, l) slot), "slot_reward" (MSE in
+        reward_scale units over the slots that exist)} with total = z_nll + weighted head
+        losses."""
         c = self.config
         out = self(z_seq, actions, mask)
         mask = tf.cast(mask, tf.float32)
@@ -193,5 +211,13 @@ class MDNRNN(snt.Module):
         done = mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=dones, logits=out.done_logit))
         mask_bce = mean(tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
             labels=next_masks, logits=out.mask_logits), -1))
-        total = z_nll + c.reward_weight * reward + c.done_weight * done + c.mask_weight * mask_bce
-        return {"total": total, "z_nll": z_nll, "reward": reward, "done": done, "mask": mask_bce}
+        exists = tf.math.is_finite(next_top_rewards)
+        slot_bce = mean(tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=tf.cast(exists, tf.float32), logits=out.slot_logits), [-2, -1]))
+        real_slots = tf.cast(exists, tf.float32) * mask[..., None, None]
+        error = tf.where(exists, (out.slot_rewards - next_top_rewards) / self._reward_scale, 0.0)
+        slot_reward = tf.reduce_sum(tf.square(error) * real_slots) / tf.maximum(tf.reduce_sum(real_slots), 1.0)
+        total = (z_nll + c.reward_weight * reward + c.done_weight * done + c.mask_weight * mask_bce
+                 + c.candidate_weight * (slot_bce + slot_reward))
+        return {"total": total, "z_nll": z_nll, "reward": reward, "done": done, "mask": mask_bce,
+                "slot": slot_bce, "slot_reward": slot_reward}

@@ -30,7 +30,7 @@ from worldmodel.tf_utils import TracedFunction, train_step_fn
 from worldmodel.training_loop import open_session, run_loop
 from worldmodel.vae_training import make_encode_decode
 
-SEQUENCE_FIELDS = ("z", "actions", "next_z", "rewards", "dones", "next_masks", "mask")
+SEQUENCE_FIELDS = ("z", "actions", "next_z", "rewards", "dones", "next_masks", "next_top_rewards", "mask")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,34 +41,37 @@ class VAESource:
     vae_checkpoint: str
 
 
-def sequence_signature(latent_dim: int, n_actions: int) -> list[tf.TensorSpec]:
+def sequence_signature(latent_dim: int, n_actions: int, top_locations: int) -> list[tf.TensorSpec]:
     """Specs of M's inputs in SEQUENCE_FIELDS order, any batch size and length."""
     z = tf.TensorSpec([None, None, latent_dim], tf.float32)
     steps = tf.TensorSpec([None, None], tf.float32)
     return [z, tf.TensorSpec([None, None], tf.int32), z, steps, steps,
-            tf.TensorSpec([None, None, n_actions], tf.float32), steps]
+            tf.TensorSpec([None, None, n_actions], tf.float32),
+            tf.TensorSpec([None, None, n_actions, top_locations], tf.float32), steps]
+
+
+def _signature(model: MDNRNN) -> list[tf.TensorSpec]:
+    return sequence_signature(model.config.latent_dim, model.n_actions, model.config.top_locations)
 
 
 def make_train_step(model: MDNRNN, optimizer: snt.Optimizer, max_grad_norm: float) -> TracedFunction:
-    """(z, actions, next_z, rewards, dones, next_masks, mask) -> losses, traced once."""
-
-    def loss(z, actions, next_z, rewards, dones, next_masks, mask):
-        return model.loss(z, actions, next_z, rewards, dones, next_masks, mask)
-
-    step = train_step_fn(loss, lambda: model.trainable_variables, optimizer, max_grad_norm)
-    return TracedFunction(step, sequence_signature(model.config.latent_dim, model.n_actions))
+    """(z, actions, next_z, rewards, dones, next_masks, next_top_rewards, mask) -> losses,
+    traced once."""
+    step = train_step_fn(model.loss, lambda: model.trainable_variables, optimizer, max_grad_norm)
+    return TracedFunction(step, _signature(model))
 
 
 def make_predict(model: MDNRNN) -> Callable:
     """EncodedEpisodes batch -> numpy predictions for evaluation.mdnrnn_metrics."""
 
-    def run(z, actions, next_z, rewards, dones, next_masks, mask):
+    def run(z, actions, next_z, rewards, dones, next_masks, next_top_rewards, mask):
         out = model(z, actions, mask)
         mixture = model.mixture(out, tau=1.0)
         return {"z_nll": -mixture.log_prob(next_z) / model.config.latent_dim, "z_mean": mixture.mean(),
-                "reward": out.reward, "done_logit": out.done_logit, "mask_logits": out.mask_logits}
+                "reward": out.reward, "done_logit": out.done_logit, "mask_logits": out.mask_logits,
+                "slot_logits": out.slot_logits, "slot_rewards": out.slot_rewards}
 
-    fn = TracedFunction(run, sequence_signature(model.config.latent_dim, model.n_actions))
+    fn = TracedFunction(run, _signature(model))
     return lambda batch: {k: v.numpy() for k, v in fn(*(batch[f] for f in SEQUENCE_FIELDS)).items()}
 
 
@@ -150,6 +153,10 @@ def train_mdnrnn(run_dir: str, model: MDNRNNConfig, training: MDNRNNTrainConfig,
     source = VAESource(checkpoints.checkpoint_fingerprint(vae.checkpoint_path))
     train_eps, held_eps, _ = load_splits(os.path.join(run_dir, "rollouts.h5"), data, progress=progress,
                                          cache_dir=os.path.join(run_dir, checkpoints.DATASET_CACHE_DIR))
+    recorded = train_eps.top_rewards.shape[2]
+    if recorded != model.top_locations:
+        raise ValueError(f"M predicts top_locations={model.top_locations} candidates per rule but the rollouts "
+                         f"hold {recorded} (the env's top_locations); set them equal")
     if model.reward_scale == 0:
         rewards = train_eps.rewards
         model = dataclasses.replace(model, reward_scale=float(max(rewards.std(), 1e-6)) if rewards.size else 1.0)

@@ -12,7 +12,9 @@
   `info["xfer_mask"]` [n_rules + 1] and `info["location_mask"]` [n_rules + 1,
   max_locations] say which actions are valid (stop always is). A rule's candidates past
   `max_locations` cannot be addressed: `info["candidates_dropped"]` counts them (0 when
-  nothing is cut; raise `max_locations` to offer them).
+  nothing is cut; raise `max_locations` to offer them). `info["top_rewards"]` and
+  `info["top_locations"]` [n_rules + 1, top_locations] give each rule's most rewarding
+  candidates (their rewards, from the enumeration's cost deltas, and locations).
 - Invalid action (masked out): with `invalid_action="penalty"` (default) the graph is
   unchanged, the reward is `invalid_penalty`, `info["invalid_action"]` is True and the
   step counts toward the horizon; with `invalid_action="raise"` it raises
@@ -76,6 +78,8 @@ class EnvConfig:
         lazy_observations: observations are `features.LazyObservation`s, computed when
             first read (a Mapping, not a dict: outside gymnasium's passive checker), for
             agents that read few of them.
+        top_locations: L of `info["top_rewards"]` / `info["top_locations"]`, each rule's
+            L most rewarding locations (what the dream-trained controller chooses among).
     """
 
     graphs: tuple[str, ...] = ("squeezenet",)
@@ -88,6 +92,7 @@ class EnvConfig:
     invalid_penalty: float = -1.0
     graph_kwargs: dict = field(default_factory=dict)
     lazy_observations: bool = False
+    top_locations: int = 4
 
     def __post_init__(self):
         if not self.graphs:
@@ -96,6 +101,8 @@ class EnvConfig:
             raise ConfigError(f"horizon must be >= 1, got {self.horizon}")
         if self.max_locations < 1:
             raise ConfigError(f"max_locations must be >= 1, got {self.max_locations}")
+        if self.top_locations < 1:
+            raise ConfigError(f"top_locations must be >= 1, got {self.top_locations}")
         if self.invalid_action not in ("penalty", "raise"):
             raise ConfigError(f"invalid_action must be 'penalty' or 'raise', got {self.invalid_action!r}")
 
@@ -167,6 +174,7 @@ class GraphRewriteEnv(gymnasium.Env):
             start = end
         self._op_costs = enum.op_costs()  # enumerated under self.cost_model
         self._cost = float(self._op_costs.sum())
+        self._top = None  # (top_rewards, top_locations), computed on the first info
 
     @property
     def cost(self) -> float:
@@ -204,9 +212,29 @@ class GraphRewriteEnv(gymnasium.Env):
                                     max_nodes=self.max_nodes, max_edges=self.max_edges)
         return features.LazyObservation(compute) if self.config.lazy_observations else compute()
 
+    def _top_candidates(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each rule's `top_locations` most rewarding candidates, best first: their rewards
+        [n_rules + 1, L] float32 (% of the start cost saved; NaN where a rule has fewer)
+        and locations [n_rules + 1, L] int32 (-1 there). From the enumeration's cost
+        deltas: no further engine work."""
+        if self._top is None:
+            width = self.config.top_locations
+            rewards = np.full((self.n_rules + 1, width), np.nan, np.float32)
+            locations = np.full((self.n_rules + 1, width), -1, np.int32)
+            scale = -100.0 / self._initial_cost
+            for rule, cs in self._by_rule.items():
+                deltas = np.fromiter((c.cost_delta for c in cs), np.float64, len(cs))
+                best = np.argsort(deltas, kind="stable")[:width]
+                rewards[rule, :len(best)] = deltas[best] * scale
+                locations[rule, :len(best)] = best
+            self._top = (rewards, locations)
+        return self._top
+
     def _info(self, **extra) -> dict:
         xfer, loc = self._masks()
-        return {"xfer_mask": xfer, "location_mask": loc, "cost": self._cost,
+        top_rewards, top_locations = self._top_candidates()
+        return {"xfer_mask": xfer, "location_mask": loc, "top_rewards": top_rewards,
+                "top_locations": top_locations, "cost": self._cost,
                 "initial_cost": self._initial_cost, "step": self._step, "graph": self.graph.name,
                 "num_candidates": len(self._cands), "candidates_dropped": self._dropped,
                 "invalid_action": False, **extra}
@@ -228,6 +256,7 @@ class GraphRewriteEnv(gymnasium.Env):
         else:
             self.graph = self._graphs[int(self.np_random.integers(len(self._graphs)))]
         self._step = 0
+        self._initial_cost = None
         self._refresh(search.enumeration(self.graph, rules=self.rules, model=self.cost_model))
         self._initial_cost = self._cost
         return self._observation(), self._info()

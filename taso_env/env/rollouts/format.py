@@ -21,8 +21,10 @@ EPISODE_FILE = re.compile(r"^episode_(\d+)\.h5$")
 GRAPH_FIELDS = ("nodes", "edges", "senders", "receivers", "globals", "n_node", "n_edge")
 STEP_FIELDS = ("actions", "rewards", "terminations", "truncations")
 INFO_FIELDS = ("xfer_mask", "location_counts", "cost", "invalid_action")
+# Recorded where the env gives it; files written before it existed lack it.
+OPTIONAL_INFO_FIELDS = ("top_rewards",)
 EPISODE_ATTRS = ("id", "seed", "graph", "total_steps", "horizon", "rule_set_hash", "n_rules", "cost_model")
-_COMPRESSED = {"nodes", "edges", "senders", "receivers", "xfer_mask", "location_counts"}
+_COMPRESSED = {"nodes", "edges", "senders", "receivers", "xfer_mask", "location_counts", "top_rewards"}
 
 
 class RolloutFormatError(TasoEnvError, ValueError):
@@ -106,6 +108,8 @@ def pack_episode(episode, *, episode_id: int, seed: int, meta: RolloutMeta, poli
         "infos/cost": np.array([i["cost"] for i in infos], np.float32),
         "infos/invalid_action": np.array([i.get("invalid_action", False) for i in infos], bool),
     }
+    if all("top_rewards" in i for i in infos):
+        arrays["infos/top_rewards"] = np.stack([i["top_rewards"] for i in infos]).astype(np.float32)
     m = episode.metrics
     attrs = {"id": episode_id, "seed": seed, "graph": m["graph"], "total_steps": steps,
              "horizon": meta.horizon, "rule_set_hash": meta.rule_set_hash, "n_rules": meta.n_rules,

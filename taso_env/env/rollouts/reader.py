@@ -16,6 +16,7 @@ from taso_env.env.rollouts.format import (
     FORMAT_VERSION,
     GRAPH_FIELDS,
     INFO_FIELDS,
+    OPTIONAL_INFO_FIELDS,
     STEP_FIELDS,
     EpisodeData,
     RolloutFormatError,
@@ -105,6 +106,7 @@ class RolloutReader:
                 if missing:
                     raise RolloutFormatError(path, f"missing fields {missing}")
                 arrays = {n: f[n][()] for n in names}
+                arrays.update({f"infos/{n}": f[f"infos/{n}"][()] for n in OPTIONAL_INFO_FIELDS if f"infos/{n}" in f})
                 attrs = {k: _py(v) for k, v in f.attrs.items()}
         except (OSError, KeyError, ValueError, RuntimeError, TypeError, AttributeError) as e:
             if isinstance(e, RolloutFormatError):
@@ -265,6 +267,11 @@ def _check_episode(ep: EpisodeData, meta: RolloutMeta) -> None:
     for name, shape in expected.items():
         if a[name].shape != shape:
             raise bad(name, f"shape {a[name].shape}, expected {shape}")
+    top = a.get("infos/top_rewards")
+    if top is not None and (top.ndim != 3 or top.shape[:2] != (steps + 1, meta.n_rules + 1)
+                            or top.dtype.kind != "f"):
+        raise bad("infos/top_rewards", f"shape {top.shape} ({top.dtype}), expected ({steps + 1}, "
+                                       f"{meta.n_rules + 1}, L) floats")
     missing = [k for k in EPISODE_ATTRS if k not in ep.attrs]
     if missing:
         raise bad("attributes", f"missing {missing}")
