@@ -76,7 +76,8 @@ def load(spec: str | os.PathLike | Graph, dims: dict[str, int] | None = None, **
     """Any graph spec: a Graph (as is), an ONNX file, a built-in network name (built
     without weight data unless `seed` is given) or the name of a shipped ONNX model
     (`taso_env.shipped_data`, e.g. "squeezenet1_1" or "data/models/bert_base.onnx" run
-    from outside the checkout).
+    from outside the checkout) or a member of the valley family ("valley_3" or "valley:3",
+    taso_env.graphs.valley_family).
 
     Raises:
         GraphFileNotFoundError: `spec` is a path (has a folder or ends in .onnx) to no file.
@@ -95,6 +96,12 @@ def load(spec: str | os.PathLike | Graph, dims: dict[str, int] | None = None, **
     stem = os.path.basename(text)[:-5] if text.endswith(".onnx") else text
     if os.path.isfile(text):
         return load_onnx(text, dims=dims)
+    from taso_env.graphs import valley_family
+
+    if valley_family.seed_of(text) is not None:  # "valley_<n>" / "valley:<n>": a generated member
+        if dims:
+            raise ConfigError(f"dims {dims} given for the generated graph {text!r}")
+        return valley_family.load(text, **{"seed": None, **kwargs})
     _load_all()
     if text in _BUILDERS:
         if dims:
