@@ -26,9 +26,9 @@ the real work of the optimisation as the real-work ledger counts it
 (taso_env.engine.real_work: `env_steps`, `enumerations`, `successor_lookups`,
 `cost_queries`; a search's enumerations are its expansions, each a full enumeration;
 eqsat's are its saturation iterations, each every rule's query over the whole e-graph,
-and its successor look-ups the matches whose targets the engine built (its greedy seed
-and polish are inside it, not counted); the random agent's are those of all its
-episodes), the real work that produced a learned agent's training data (`training_*`:
+and its steps and successor look-ups the matches whose targets the engine built (its
+greedy seed and polish are inside it, not counted); the random agent's are those of all
+its episodes), the real work that produced a learned agent's training data (`training_*`:
 the rollouts' episodes for every controller row, the training process for model_free,
 whose training_env_steps are its PPO steps), and — with `measure="cuda"` where the CUDA
 backend is present — measured runtimes. Every optimised graph is exported to ONNX and
