@@ -1,5 +1,7 @@
 """Iterative training (the World Models loop): after the first controller, each round
-collects new real episodes with the current controller, retrains V on all rollouts
+collects new real episodes with the current controller's policy (sampled from it, so
+that M learns what follows the rewrites the policy takes: a dream trained on other
+policies' episodes alone is exploited where it is wrong), retrains V on all rollouts
 (resuming, with as many more steps as before) and M on them afresh (its inputs are V's
 latents, which moved), then trains the controller
 further in the new dream. After every round the controller is played once on each
@@ -15,7 +17,8 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from controller.training import ControllerTrainConfig, load_lookahead_agent, train_controller
+from controller.policy_agent import load_policy_agent
+from controller.training import ControllerTrainConfig, train_controller
 from taso_env.env.collection import play_counted
 from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv, load_graph
 from taso_env.env.rollouts import RolloutReader, RolloutWriter
@@ -30,7 +33,7 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
     meta = RolloutReader(path).meta
     saved = json.loads(meta.env_config)
     env = GraphRewriteEnv(config=EnvConfig(**{**saved, "graphs": tuple(saved["graphs"])}))
-    agent = load_lookahead_agent(run_dir, env, explore=True)
+    agent = load_policy_agent(run_dir, env, sample=True)
     steps = 0
     with RolloutWriter(path, meta) as writer:
         first = max(writer.episode_ids, default=-1) + 1
@@ -38,7 +41,7 @@ def collect_with_controller(run_dir: Path, episodes: int, seed: int) -> int:
             episode_id = first + k
             graph = env.graph_names[episode_id % len(env.graph_names)]
             packed = play_counted(env, agent, seed + episode_id, episode_id=episode_id, meta=meta,
-                                  policy_name="controller", options={"graph": graph})  # its look-ups are real work
+                                  policy_name="controller", options={"graph": graph})  # its steps are real work
             writer.write(episode_id, packed)
             steps += int(packed["attrs"]["total_steps"])
     return steps
@@ -56,7 +59,7 @@ def controller_quality(run_dir: Path, horizon: int = 200, seed: int = 0) -> dict
     speedups, agent = {}, None
     for graph in saved["graphs"]:
         env = GraphRewriteEnv(graph, horizon=horizon, cost_model=saved["cost_model"])
-        agent = agent or load_lookahead_agent(run_dir, env)  # loaded once, moved from graph to graph
+        agent = agent or load_policy_agent(run_dir, env)  # loaded once, moved from graph to graph
         agent.env = env.unwrapped
         best, _, _ = episode_graph(env, agent, seed)
         speedups[env.graph_names[0]] = load_graph(graph).cost(model) / best.cost(model)

@@ -35,7 +35,7 @@ class PolicyAgent:
         self.vae, self.mdnrnn, self.controller = vae, mdnrnn, controller
         self.env = env.unwrapped
         self.sample = sample
-        config = controller.config
+        config = self.config = controller.config
         self.n_rules, self.top_locations = config.n_rules, config.top_locations
         self._encode = tf.function(lambda g: vae.encode(g)[0], input_signature=[graphs_tuple_signature()])
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
@@ -61,7 +61,7 @@ class PolicyAgent:
         z = self._encode(to_graphs_tuple(batch_observations([placeholder_observation()])))
         h0 = self.mdnrnn.initial_state(1)
         top = np.full((1, self.n_rules + 1, self.top_locations), np.nan, np.float32)
-        self._policy(z, h0.hidden, h0.cell, top, slot_mask(top, self.n_rules))
+        self._policy(z, h0.hidden, h0.cell, top, slot_mask(top, self.config.rules))
         self._advance(z, tf.zeros([1], tf.int32), h0.hidden, h0.cell)
 
     def __call__(self, obs, info: dict, rng: np.random.Generator) -> np.ndarray:
@@ -71,9 +71,9 @@ class PolicyAgent:
             self.trace = []
         z = self._encode(to_graphs_tuple(batch_observations([obs])))
         top = np.asarray(info["top_rewards"], np.float32)[None]
-        probs = self._policy(z, *self._state, top, slot_mask(top, self.n_rules)).numpy().astype(np.float64)
+        probs = self._policy(z, *self._state, top, slot_mask(top, self.config.rules)).numpy().astype(np.float64)
         slot = int(rng.choice(len(probs), p=probs / probs.sum())) if self.sample else int(np.argmax(probs))
-        rule, l = slot_action(slot, self.top_locations, self.n_rules)
+        rule, l = slot_action(slot, self.config)
         location = 0 if rule == self.n_rules else int(info["top_locations"][rule, l])
         self.trace.append((int(info["step"]), rule, location, float(probs[slot])))
         if rule != self.n_rules:

@@ -62,6 +62,18 @@ def variant_folder(variant: str) -> str:
     return VARIANT_FOLDERS[variant]
 
 
+def rule_vocabulary(rollouts_path: str | Path) -> tuple[int, ...]:
+    """The rules valid somewhere in the rollouts (stop excluded): the controller's
+    vocabulary, all a world model trained on them can dream of."""
+    reader = RolloutReader(rollouts_path)
+    seen = np.zeros(reader.meta.n_rules, bool)
+    for episode_id in reader.episode_ids:
+        seen |= reader.episode(episode_id)["infos/xfer_mask"][:, :-1].any(axis=0)
+    if not seen.any():
+        raise ValueError(f"{rollouts_path}: no rule is valid in any step of the rollouts; nothing to learn")
+    return tuple(int(r) for r in np.flatnonzero(seen))
+
+
 def start_state(vae, rollouts_path: str | Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The dream's start states, from the start graph of each distinct graph in the
     rollouts (read from the file: no environment step): V's [N, 2, Z] (mu, log_sigma),
@@ -116,10 +128,10 @@ def world_model(run_dir: str | Path, variant: str = "trained", create: bool = Fa
     return load_vae(str(run_dir)), load_mdnrnn(str(run_dir))
 
 
-def _controller_config(vae, mdnrnn, hidden) -> ControllerConfig:
+def _controller_config(vae, mdnrnn, hidden, rules) -> ControllerConfig:
     return ControllerConfig(obs_dim=int(vae.config.latent_dim) + int(mdnrnn.config.hidden),
-                            n_rules=int(mdnrnn.config.n_rules), top_locations=int(mdnrnn.config.top_locations),
-                            hidden=tuple(hidden))
+                            n_rules=int(mdnrnn.config.n_rules), rules=tuple(rules),
+                            top_locations=int(mdnrnn.config.top_locations), hidden=tuple(hidden))
 
 
 def load_controller(run_dir: str | Path, variant: str = "trained", seed: int = 0
@@ -133,7 +145,8 @@ def load_controller(run_dir: str | Path, variant: str = "trained", seed: int = 0
     if saved is None:
         raise CheckpointNotFoundError(f"no trained controller in {folder} (run `{command}`)")
     ccfg = saved["controller"]
-    controller = Controller(ControllerConfig(**{**ccfg, "hidden": tuple(ccfg["hidden"])}))
+    controller = Controller(ControllerConfig(**{**ccfg, "hidden": tuple(ccfg["hidden"]),
+                                                "rules": tuple(ccfg["rules"])}))
     if variant == "random_init":
         tf.random.set_seed(seed)
         controller.build()
@@ -176,7 +189,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     if restart and folder.exists() and variant == "untrained_world":
         shutil.rmtree(folder / UNTRAINED_WORLD_DIR, ignore_errors=True)
     vae, mdnrnn = load_vae(str(run_dir)), load_mdnrnn(str(run_dir))  # the run's: their configs are checked
-    ccfg = _controller_config(vae, mdnrnn, config.hidden)
+    ccfg = _controller_config(vae, mdnrnn, config.hidden, rule_vocabulary(run_dir / "rollouts.h5"))
     # Resuming may only change the number of updates.
     saved = RunFolder(run_dir).prepare_stage(name, {"controller": ccfg, "train": config, "variant": variant},
                                              restart=restart, resumable=("train.updates",))
@@ -227,7 +240,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
 def _train_in_dream(vae, mdnrnn, starts, controller, trainer, config, step, manager, writer) -> list[dict]:
     """The PPO loop on the dream (V and M only); returns the per-update metrics."""
     dream = Dream(vae, mdnrnn, *starts, config.dream, batch_size=config.ppo.num_dreams,
-                  seed=config.seed + int(step.numpy()))
+                  seed=config.seed + int(step.numpy()), rules=controller.config.rules)
     state = dream.reset()
     rng = np.random.default_rng([config.seed, int(step.numpy())])
     history = []
@@ -262,5 +275,6 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-__all__ = ["VARIANT_FOLDERS", "ControllerTrainConfig", "load_controller", "load_lookahead_agent", "start_state",
+__all__ = ["VARIANT_FOLDERS", "ControllerTrainConfig", "load_controller", "load_lookahead_agent", "rule_vocabulary",
+           "start_state",
            "train_controller", "variant_folder", "world_model"]

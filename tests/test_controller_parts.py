@@ -24,21 +24,23 @@ def _candidates(batch: int, n_rules: int, top: int, seed: int = 0) -> np.ndarray
 def test_controller_points_only_at_candidates_that_exist():
     from controller.policy import slot_action, slot_mask
 
-    c = Controller(ControllerConfig(obs_dim=6, n_rules=5, top_locations=3, hidden=(16,), slot_hidden=8))
+    config = ControllerConfig(obs_dim=6, n_rules=5, rules=(0, 2, 3, 4), top_locations=3, hidden=(16,),
+                              slot_hidden=8)
+    c = Controller(config)
     obs = tf.random.normal([64, 6], seed=0)
     top = _candidates(64, 5, 3)
-    mask = slot_mask(top, 5)
-    assert mask.shape == (64, 16) and mask[:, -1].all()
-    assert (mask[:, :-1] == np.isfinite(top[:, :5]).reshape(64, -1)).all()
+    mask = slot_mask(top, config.rules)
+    assert mask.shape == (64, 13) and mask[:, -1].all()
+    assert (mask[:, :-1] == np.isfinite(top[:, [0, 2, 3, 4]]).reshape(64, -1)).all()  # rule 1: not in C's vocabulary
     logits, value = c(obs, tf.constant(top), tf.constant(mask))
-    assert logits.shape == (64, 16) and value.shape == (64,)
+    assert logits.shape == (64, 13) and value.shape == (64,)
     for seed in range(5):
         action, log_prob, _ = c.act(obs, tf.constant(top), tf.constant(mask), seed=tf.constant([seed, 1]))
         assert mask[np.arange(64), action.numpy()].all()
         assert np.all(log_prob.numpy() <= 0)
     greedy, _, _ = c.act(obs, tf.constant(top), tf.constant(mask), greedy=True)
     assert mask[np.arange(64), greedy.numpy()].all()
-    assert slot_action(7, 3, 5) == (2, 1) and slot_action(15, 3, 5) == (5, 0)
+    assert slot_action(7, config) == (3, 1) and slot_action(12, config) == (5, 0)
 
 
 def test_the_controller_learns_to_point_at_the_most_rewarding_candidate():
@@ -48,19 +50,20 @@ def test_the_controller_learns_to_point_at_the_most_rewarding_candidate():
 
     from controller.policy import slot_mask
 
-    c = Controller(ControllerConfig(obs_dim=4, n_rules=6, top_locations=2, hidden=(16,), slot_hidden=16))
+    c = Controller(ControllerConfig(obs_dim=4, n_rules=6, rules=tuple(range(6)), top_locations=2, hidden=(16,),
+                                    slot_hidden=16))
     optimizer = snt.optimizers.Adam(1e-2)
     obs = tf.zeros([128, 4])
     for step in range(150):
         top = _candidates(128, 6, 2, seed=step)
-        mask = slot_mask(top, 6)
+        mask = slot_mask(top, range(6))
         best = np.nanargmax(np.where(mask[:, :-1], np.nan_to_num(top[:, :6].reshape(128, -1), nan=-9), -9), 1)
         with tf.GradientTape() as tape:
             logits, _ = c(obs, tf.constant(top), tf.constant(mask))
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=best, logits=logits))
         optimizer.apply(tape.gradient(loss, c.trainable_variables), c.trainable_variables)
     top = _candidates(256, 6, 2, seed=999)
-    mask = slot_mask(top, 6)
+    mask = slot_mask(top, range(6))
     best = np.nanargmax(np.where(mask[:, :-1], np.nan_to_num(top[:, :6].reshape(256, -1), nan=-9), -9), 1)
     picked, _, _ = c.act(tf.zeros([256, 4]), tf.constant(top), tf.constant(mask), greedy=True)
     assert np.mean(picked.numpy() == best) > 0.9
@@ -68,7 +71,9 @@ def test_the_controller_learns_to_point_at_the_most_rewarding_candidate():
 
 def test_config_validation():
     with pytest.raises(ValueError, match="n_rules"):
-        ControllerConfig(obs_dim=4, n_rules=0)
+        ControllerConfig(obs_dim=4, n_rules=0, rules=(0,))
+    with pytest.raises(ValueError, match="rules"):
+        ControllerConfig(obs_dim=4, n_rules=3, rules=(1, 3))
     with pytest.raises(ValueError, match="minibatches"):
         PPOConfig(num_dreams=3, rollout_steps=3, minibatches=2)
 
@@ -99,7 +104,7 @@ def _untrained_agent(env, value: float, step_cost: float):
     mdn = MDNRNN(MDNRNNConfig(n_rules=env.n_rules, latent_dim=4, hidden=8, mixtures=2))
     build_vae(vae)
     build_mdnrnn(mdn)
-    c = Controller(ControllerConfig(obs_dim=12, n_rules=env.n_rules, hidden=(8,)))
+    c = Controller(ControllerConfig(obs_dim=12, n_rules=env.n_rules, rules=tuple(range(env.n_rules)), hidden=(8,)))
     c.build()
     for v in c.variables:
         if "value" in v.name:

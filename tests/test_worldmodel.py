@@ -188,6 +188,13 @@ def test_tau_sharpens_the_mixture_and_scales_the_variance():
     a = model.sample_z(out, 1.0, seed=tf.constant([1, 2])).numpy()
     np.testing.assert_array_equal(a, model.sample_z(out, 1.0, seed=tf.constant([1, 2])).numpy())
     assert a.shape == (1, 2)
+    even = out._replace(logits=tf.constant([[0.5, 0.0, -0.5]]))  # no rare component: moments converge fast
+    many = tf.nest.map_structure(lambda t: tf.repeat(t, 50000, axis=0), even)
+    for tau in (0.5, 2.0):  # the direct draw has the mixture's moments at every temperature
+        draws = model.sample_z(many, tau, seed=tf.constant([3, 4])).numpy()
+        mixture = model.mixture(even, tau)
+        np.testing.assert_allclose(draws.mean(0), mixture.mean().numpy()[0], atol=0.1)
+        np.testing.assert_allclose(draws.var(0), mixture.variance().numpy()[0], rtol=0.05)
     with pytest.raises(ValueError, match="tau"):
         model.mixture(out, 0.0)
 

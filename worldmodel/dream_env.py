@@ -9,7 +9,7 @@ State of a dream: z_t [Z] (sampled from M's mixture, temperature tau), M's LSTM 
 the candidates: top_t [R, L], each rule's L most rewarding locations' rewards (NaN where
 a rule has fewer), as the real env gives them (info["top_rewards"]). The controller sees
 obs = [z_t, h_t] (h = the LSTM hidden state, [H]) and top_t; its action is a slot
-(rule r, l) of top_t, or stop (controller.policy).
+(rule r, l) of top_t for r in its vocabulary `rules`, or stop (controller.policy).
 Step t with slot (r, l):
     stop                  -> done, reward 0
     a slot that is empty  -> reward `invalid_penalty`, state unchanged
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gymnasium
 import numpy as np
+import sonnet as snt
 import tensorflow as tf
 from gymnasium import spaces
 
@@ -41,13 +42,14 @@ class Dream:
     """B parallel dreams driven in TF. Holds no reference to any real environment."""
 
     def __init__(self, vae, mdnrnn, start_latents: np.ndarray, start_candidates: np.ndarray,
-                 config: DreamConfig, batch_size: int, seed: int = 0):
+                 config: DreamConfig, batch_size: int, seed: int = 0, rules=None):
         """Args:
             vae, mdnrnn: the GraphVAE and MDNRNN (trained, or untrained for an ablation).
             start_latents: [N, 2, Z] (mu, log_sigma) of real start graphs, encoded once.
             start_candidates: [N, R, L] their top_rewards (read from the rollouts).
             config: DreamConfig.
             batch_size: B, the number of parallel dreams.
+            rules: the rule ids whose slots are actions (default: every rule).
         """
         start_latents = np.asarray(start_latents, np.float32)
         start_candidates = np.asarray(start_candidates, np.float32)
@@ -58,12 +60,18 @@ class Dream:
         if start_candidates.shape != (len(start_latents), self.n_rules + 1, self.top_locations):
             raise ValueError(f"start_candidates must be [N, n_rules + 1, L] = {(len(start_latents), self.n_rules + 1, self.top_locations)}, "
                              f"got {start_candidates.shape}")
+        self.rules = np.arange(self.n_rules) if rules is None else np.asarray(rules, np.int64)
         self.vae, self.mdnrnn, self.config = vae, mdnrnn, config
         self.batch_size = batch_size
         self.start_latents = tf.constant(start_latents)
         self.start_candidates = start_candidates
         self.latent_dim = start_latents.shape[2]
-        self.n_actions = self.n_rules * self.top_locations + 1
+        self.n_actions = len(self.rules) * self.top_locations + 1
+        h = int(mdnrnn.config.hidden)
+        self._transition = tf.function(self._transition_py, input_signature=[
+            tf.TensorSpec([None, self.latent_dim], tf.float32), tf.TensorSpec([None], tf.int32),
+            tf.TensorSpec([None, h], tf.float32), tf.TensorSpec([None, h], tf.float32),
+            tf.TensorSpec([2], tf.int32)])
         self.stop = self.n_actions - 1
         self.rng = tf.random.Generator.from_seed(seed)
         self.seeds = np.random.default_rng(seed)  # stateless seeds for M's sampling
@@ -77,15 +85,22 @@ class Dream:
     @property
     def mask(self) -> np.ndarray:
         """[B, S + 1] the slots that hold a candidate, and stop."""
-        exists = np.isfinite(self.top[:, :self.n_rules]).reshape(self.batch_size, -1)
+        exists = np.isfinite(self.top[:, self.rules]).reshape(self.batch_size, -1)
         return np.concatenate([exists, np.ones((self.batch_size, 1), bool)], axis=1)
 
-    def _predicted_candidates(self, out) -> np.ndarray:
+    def _transition_py(self, z, rules, hidden, cell, seed):
+        """M's step and the draw of z_{t+1}, traced once: (next z, next state, done
+        probability, slot probabilities, slot rewards)."""
+        out, state = self.mdnrnn.step(z, rules, snt.LSTMState(hidden=hidden, cell=cell))
+        next_z = self.mdnrnn.sample_z(out, self.config.tau, seed=seed)
+        return (next_z, state.hidden, state.cell, tf.sigmoid(out.done_logit), tf.sigmoid(out.slot_logits),
+                out.slot_rewards)
+
+    def _predicted_candidates(self, slot_prob: np.ndarray, slot_rewards: np.ndarray) -> np.ndarray:
         """top [B, R, L] from M's slot heads: a slot exists where its probability passes
         the threshold and the slots before it in its rule exist."""
-        exists = tf.sigmoid(out.slot_logits).numpy() > self.config.mask_threshold
-        exists = np.cumprod(exists, axis=2).astype(bool)
-        return np.where(exists, out.slot_rewards.numpy(), np.nan).astype(np.float32)
+        exists = np.cumprod(slot_prob > self.config.mask_threshold, axis=2).astype(bool)
+        return np.where(exists, slot_rewards, np.nan).astype(np.float32)
 
     def _start(self, n: int):
         idx = self.rng.uniform([n], 0, self.start_latents.shape[0], dtype=tf.int32)
@@ -114,19 +129,21 @@ class Dream:
         rows = np.arange(self.batch_size)
         valid = self.mask[rows, actions]
         stop = actions == self.stop
-        rules = np.where(stop | ~valid, 0, actions // self.top_locations)
-        locations = np.where(stop | ~valid, 0, actions % self.top_locations)
-        out, new_state = self.mdnrnn.step(self.z, tf.constant(rules, tf.int32), self.state)
+        moving = ~stop & valid
+        rules = np.where(moving, self.rules[np.minimum(actions // self.top_locations, len(self.rules) - 1)], 0)
+        locations = np.where(moving, actions % self.top_locations, 0)
+        seed = tf.constant(self.seeds.integers(0, 2**31 - 1, 2), tf.int32)
+        next_z, hidden, cell, done_prob, slot_prob, slot_rewards = self._transition(
+            self.z, tf.constant(rules, tf.int32), self.state.hidden, self.state.cell, seed)
+        new_state = snt.LSTMState(hidden=hidden, cell=cell)
         earned = np.nan_to_num(self.top[rows, rules, locations])
         charge = self.config.step_cost + self.config.detour_cost * (earned <= 0)
         reward = np.where(stop, 0.0, earned - charge).astype(np.float32)
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)
-        done_prob = tf.sigmoid(out.done_logit).numpy()
-        seed = tf.constant(self.seeds.integers(0, 2**31 - 1, 2), tf.int32)
-        next_z = self.mdnrnn.sample_z(out, self.config.tau, seed=seed)
-        next_top = self._predicted_candidates(out)
+        done_prob = done_prob.numpy()
+        next_top = self._predicted_candidates(slot_prob.numpy(), slot_rewards.numpy())
         moved = valid & ~stop
-        no_candidates = ~np.isfinite(next_top[:, :self.n_rules]).any(axis=(1, 2))
+        no_candidates = ~np.isfinite(next_top[:, self.rules]).any(axis=(1, 2))
         terminated = stop | (moved & ((done_prob > self.config.done_threshold) | no_candidates))
         self.steps += 1
         truncated = ~terminated & (self.steps >= self.config.horizon)
@@ -153,10 +170,11 @@ class DreamEnv(gymnasium.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, vae, mdnrnn, start_latents: np.ndarray, start_candidates: np.ndarray,
-                 config: DreamConfig | None = None, seed: int = 0):
+                 config: DreamConfig | None = None, seed: int = 0, rules=None):
         self.config = config or DreamConfig()
         self._args = (vae, mdnrnn, start_latents, start_candidates)
-        self.dream = Dream(*self._args, self.config, batch_size=1, seed=seed)
+        self._rules = rules
+        self.dream = Dream(*self._args, self.config, batch_size=1, seed=seed, rules=rules)
         size = self.dream.latent_dim + self.dream.hidden_size
         self.observation_space = spaces.Dict({
             "obs": spaces.Box(-np.inf, np.inf, (size,), np.float32),
@@ -167,7 +185,7 @@ class DreamEnv(gymnasium.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         if seed is not None:
-            self.dream = Dream(*self._args, self.config, 1, seed=seed)
+            self.dream = Dream(*self._args, self.config, 1, seed=seed, rules=self._rules)
         obs, top = self.dream.reset()
         return {"obs": obs[0], "candidates": top[0]}, {"action_mask": self.dream.mask[0].copy()}
 

@@ -15,7 +15,8 @@
                                     slot_logits [B, R, L]  whether rule r has an l-th
                                                        location at step t + 1
                                     slot_rewards [B, R, L] the reward of rule r's l-th most
-                                                       rewarding location at step t + 1
+                                                       rewarding location at step t + 1,
+                                                       times whether it exists (expected)
 
 p(z_{t+1} | h_t) = sum_k softmax(logits / tau)_k N(z_{t+1}; mu_k, diag(sigma_k^2 tau)).
 The means are offsets from z_t because one rewrite changes the graph (and z) a little.
@@ -189,8 +190,20 @@ class MDNRNN(snt.Module):
                 loc=out.mu, scale_diag=tf.exp(out.log_sigma) * math.sqrt(tau)))
 
     def sample_z(self, out: MDNOutput, tau: float | None = None, seed=None) -> tf.Tensor:
-        """One draw of z_{t+1} [B, Z] (seed: int or a stateless [2] seed)."""
-        return self.mixture(out, tau).sample(seed=seed)
+        """One draw of z_{t+1} [B, Z] from `mixture(out, tau)` (seed: a stateless [2]
+        seed, or an int): a component from softmax(logits / tau), then its Gaussian with
+        the variances scaled by tau. Drawn directly (not through tfp), which is what
+        keeps a dream step fast."""
+        tau = self.config.tau if tau is None else tau
+        if tau <= 0:
+            raise ValueError(f"tau must be > 0, got {tau}")
+        seed = tf.constant([seed, 0], tf.int32) if isinstance(seed, int) else (
+            tf.constant([0, 0], tf.int32) if seed is None else tf.cast(seed, tf.int32))
+        component = tf.random.stateless_categorical(out.logits / tau, 1, seed=seed, dtype=tf.int32)[:, 0]
+        mu = tf.gather(out.mu, component, batch_dims=1)
+        log_sigma = tf.gather(out.log_sigma, component, batch_dims=1)
+        eps = tf.random.stateless_normal(tf.shape(mu), seed=seed + tf.constant([0, 1], tf.int32))
+        return mu + tf.exp(log_sigma) * math.sqrt(tau) * eps
 
     def loss(self, z_seq: tf.Tensor, actions: tf.Tensor, next_z: tf.Tensor, rewards: tf.Tensor,
              dones: tf.Tensor, next_masks: tf.Tensor, next_top_rewards: tf.Tensor,
@@ -198,9 +211,9 @@ class MDNRNN(snt.Module):
         """Losses averaged over real steps (mask [B, T]; next_top_rewards [B, T, R, L], NaN
         where a rule has fewer than L locations):
         {"total", "z_nll" (nats per latent dim), "reward" (MSE in reward_scale units), "done" (BCE),
-        "mask" (BCE per xfer), "slot" (BCE per (rule, l) slot), "slot_reward" (MSE in
-        reward_scale units over the slots that exist)} with total = z_nll + weighted head
-        losses."""
+        "mask" (BCE per xfer), "slot" (BCE per (rule, l) slot), "slot_reward" (squared
+        error in reward_scale units of E[reward * 1(slot exists)] over all slots, per slot
+        that exists)} with total = z_nll + weighted head losses."""
         c = self.config
         out = self(z_seq, actions, mask)
         mask = tf.cast(mask, tf.float32)
@@ -214,9 +227,13 @@ class MDNRNN(snt.Module):
         exists = tf.math.is_finite(next_top_rewards)
         slot_bce = mean(tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
             labels=tf.cast(exists, tf.float32), logits=out.slot_logits), [-2, -1]))
-        real_slots = tf.cast(exists, tf.float32) * mask[..., None, None]
-        error = tf.where(exists, (out.slot_rewards - next_top_rewards) / self._reward_scale, 0.0)
-        slot_reward = tf.reduce_sum(tf.square(error) * real_slots) / tf.maximum(tf.reduce_sum(real_slots), 1.0)
+        # The slot reward head predicts E[reward * 1(slot exists)]: where M is unsure that a
+        # candidate is there, its reward shrinks toward 0, so a dream cannot be exploited
+        # through candidates M imagines (0 where none exists; normalised per real slot).
+        error = (out.slot_rewards - tf.where(exists, next_top_rewards, 0.0)) / self._reward_scale
+        steps_mask = mask[..., None, None]
+        real_slots = tf.reduce_sum(tf.cast(exists, tf.float32) * steps_mask)
+        slot_reward = tf.reduce_sum(tf.square(error) * steps_mask) / tf.maximum(real_slots, 1.0)
         total = (z_nll + c.reward_weight * reward + c.done_weight * done + c.mask_weight * mask_bce
                  + c.candidate_weight * (slot_bce + slot_reward))
         return {"total": total, "z_nll": z_nll, "reward": reward, "done": done, "mask": mask_bce,
