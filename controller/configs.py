@@ -20,7 +20,7 @@ class PPOConfig:
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip: float = 0.2
-    learning_rate: float = 3e-4
+    learning_rate: float = 1e-3
     entropy_coef: float = 0.01
     value_coef: float = 0.5
     max_grad_norm: float = 0.5
@@ -36,15 +36,21 @@ class PPOConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ControllerTrainConfig:
-    """PPO updates in the dream; `hidden` is the controller's MLP."""
+    """PPO updates in the dream; `hidden` is the controller's MLP; `recorded_starts`
+    recorded observations (beside each graph's start) where dreams may start."""
 
     updates: int = 100
     hidden: tuple[int, ...] = (128, 128)
     seed: int = 0
+    recorded_starts: int = 256
     log_every: int = 5
     checkpoint_every: int = 10
     dream: DreamConfig = dataclasses.field(default_factory=DreamConfig)
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+
+    def __post_init__(self):
+        if self.updates < 0 or self.recorded_starts < 0:
+            raise ValueError(f"updates and recorded_starts must be >= 0, got {self.updates}, {self.recorded_starts}")
 
     @classmethod
     def from_dict(cls, d: dict) -> ControllerTrainConfig:

@@ -13,7 +13,8 @@ Variants (each its own folder under runs/<name>/, VARIANT_FOLDERS):
                      of its own: seeded from the trained run's config) controller/
 
 Artefacts of a variant's folder: tf.train.Checkpoint + CheckpointManager, config.json,
-start_latents.npy, start_candidates.npy, metrics.json, and tb/<folder>.
+start_latents.npy, start_candidates.npy (where dreams start), metrics.json, and
+tb/<folder>.
 """
 
 from __future__ import annotations
@@ -62,24 +63,22 @@ def variant_folder(variant: str) -> str:
     return VARIANT_FOLDERS[variant]
 
 
-def rule_vocabulary(rollouts_path: str | Path) -> tuple[int, ...]:
-    """The rules valid somewhere in the rollouts (stop excluded): the controller's
-    vocabulary, all a world model trained on them can dream of."""
-    reader = RolloutReader(rollouts_path)
-    seen = np.zeros(reader.meta.n_rules, bool)
-    for episode_id in reader.episode_ids:
-        seen |= reader.episode(episode_id)["infos/xfer_mask"][:, :-1].any(axis=0)
-    if not seen.any():
-        raise ValueError(f"{rollouts_path}: no rule is valid in any step of the rollouts; nothing to learn")
-    return tuple(int(r) for r in np.flatnonzero(seen))
+def dream_starts(vae, rollouts_path: str | Path, recorded: int = 0, seed: int = 0
+                 ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, ...]]:
+    """Where dreams start, read from the rollouts (no environment step): the start graph
+    of each distinct graph and, with `recorded` > 0, that many more recorded observations
+    drawn uniformly (seeded) from every step of every episode, so that C also meets real
+    states deep in an episode (local optima among them) with their real candidates.
 
-
-def start_state(vae, rollouts_path: str | Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The dream's start states, from the start graph of each distinct graph in the
-    rollouts (read from the file: no environment step): V's [N, 2, Z] (mu, log_sigma),
-    the candidates' rewards [N, n_rules + 1, L] the env recorded there, and the names."""
+    Returns:
+        V's [N, 2, Z] (mu, log_sigma), the candidates' rewards [N, n_rules + 1, L] the env
+        recorded there, the graph names, and the rule vocabulary (rules valid somewhere in
+        the rollouts, stop excluded: all a world model trained on them can dream of).
+    """
     reader = RolloutReader(rollouts_path)
     firsts: dict[str, tuple[dict, np.ndarray]] = {}
+    seen = np.zeros(reader.meta.n_rules, bool)
+    episodes = []
     for episode_id in reader.episode_ids:
         ep = reader.episode(episode_id)
         if "infos/top_rewards" not in ep.arrays:
@@ -87,10 +86,28 @@ def start_state(vae, rollouts_path: str | Path) -> tuple[np.ndarray, np.ndarray,
                 f"{rollouts_path}: episode {episode_id} has no infos/top_rewards (recorded before the env gave "
                 "the candidates' rewards); collect the rollouts again (rlflow collect --restart)")
         firsts.setdefault(ep.attrs["graph"], (ep.graph(0), ep["infos/top_rewards"][0]))
+        seen |= ep["infos/xfer_mask"][:, :-1].any(axis=0)
+        if recorded:
+            episodes.append(ep)
+    if not seen.any():
+        raise ValueError(f"{rollouts_path}: no rule is valid in any step of the rollouts; nothing to learn")
     names = sorted(firsts)
-    mu, log_sigma = vae.encode(to_graphs_tuple(batch_graphs([firsts[n][0] for n in names])))
-    return (np.stack([mu.numpy(), log_sigma.numpy()], axis=1), np.stack([firsts[n][1] for n in names]),
-            names)
+    graphs = [firsts[n][0] for n in names]
+    candidates = [firsts[n][1] for n in names]
+    if recorded:
+        steps = [(e, t) for e, ep in enumerate(episodes) for t in range(1, ep.num_steps + 1)]
+        rng = np.random.default_rng(seed)
+        for k in rng.choice(len(steps), size=min(recorded, len(steps)), replace=False) if steps else []:
+            e, t = steps[int(k)]
+            graphs.append(episodes[e].graph(t))
+            candidates.append(episodes[e]["infos/top_rewards"][t])
+    mu, log_sigma = [], []
+    for start in range(0, len(graphs), 256):
+        m, ls = vae.encode(to_graphs_tuple(batch_graphs(graphs[start:start + 256])))
+        mu.append(m.numpy())
+        log_sigma.append(ls.numpy())
+    latents = np.stack([np.concatenate(mu), np.concatenate(log_sigma)], axis=1)
+    return latents, np.stack(candidates).astype(np.float32), names, tuple(int(r) for r in np.flatnonzero(seen))
 
 
 def _untrained_world(run_dir: Path, folder: Path, seed: int, create: bool):
@@ -189,13 +206,15 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     if restart and folder.exists() and variant == "untrained_world":
         shutil.rmtree(folder / UNTRAINED_WORLD_DIR, ignore_errors=True)
     vae, mdnrnn = load_vae(str(run_dir)), load_mdnrnn(str(run_dir))  # the run's: their configs are checked
-    ccfg = _controller_config(vae, mdnrnn, config.hidden, rule_vocabulary(run_dir / "rollouts.h5"))
+    latents, candidates, graph_names, vocabulary = dream_starts(vae, run_dir / "rollouts.h5",
+                                                                config.recorded_starts, config.seed)
+    ccfg = _controller_config(vae, mdnrnn, config.hidden, vocabulary)
     # Resuming may only change the number of updates.
     saved = RunFolder(run_dir).prepare_stage(name, {"controller": ccfg, "train": config, "variant": variant},
                                              restart=restart, resumable=("train.updates",))
     if variant == "untrained_world":
         vae, mdnrnn = _untrained_world(run_dir, folder, config.seed, create=True)
-    latents, candidates, graph_names = start_state(vae, run_dir / "rollouts.h5")
+        latents, candidates, _, _ = dream_starts(vae, run_dir / "rollouts.h5", config.recorded_starts, config.seed)
     np.save(folder / "start_latents.npy", latents)
     np.save(folder / "start_candidates.npy", candidates)
 
@@ -275,6 +294,5 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-__all__ = ["VARIANT_FOLDERS", "ControllerTrainConfig", "load_controller", "load_lookahead_agent", "rule_vocabulary",
-           "start_state",
+__all__ = ["VARIANT_FOLDERS", "ControllerTrainConfig", "dream_starts", "load_controller", "load_lookahead_agent",
            "train_controller", "variant_folder", "world_model"]

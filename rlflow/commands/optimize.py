@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", help="where to write the optimised ONNX model")
     parser.add_argument("--method", choices=METHODS, help="search method (default: backtracking; not with --run)")
     parser.add_argument("--run", help="optimise with the trained agent of this run folder instead of a search")
-    parser.add_argument("--agent", default="controller", choices=["controller", "model_free"],
-                        help="which of the run's agents (default: controller)")
+    parser.add_argument("--agent", default="controller", choices=["controller", "controller_lookahead", "model_free"],
+                        help="which of the run's agents (default: controller, the dream-trained policy; "
+                             "controller_lookahead: greedy plus M-guided detours)")
     parser.add_argument("--horizon", type=int, default=150, help="the agent's episode length (default: 150)")
     parser.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation (default: 1.05)")
     parser.add_argument("--budget", type=int, default=1000, help="backtracking's expansions (default: 1000)")
