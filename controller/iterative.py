@@ -3,8 +3,8 @@ collects new real episodes with the current controller's policy (sampled from it
 that M learns what follows the rewrites the policy takes: a dream trained on other
 policies' episodes alone is exploited where it is wrong), retrains V on all rollouts
 (resuming, with as many more steps as before) and M on them afresh (its inputs are V's
-latents, which moved), then trains the controller
-further in the new dream. After every round the controller is played once on each
+latents, which moved), then trains the controller afresh in the new dream (the new
+episodes may widen its rule vocabulary). After every round the controller is played once on each
 training graph (real env; these evaluation steps are not training data) and the point
 (real env steps in the rollouts so far, mean speedup) is appended to
 runs/<name>/controller/curve.json: the controller's learning curve.
@@ -12,7 +12,6 @@ runs/<name>/controller/curve.json: the controller's learning curve.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -97,7 +96,8 @@ def iterate(run_dir: str | Path, config: ControllerTrainConfig, iterations: int,
         real_steps = collect_with_controller(run_dir, episodes_per_iteration, seed=config.seed + 100_000 * k)
         _retrain(run_dir, "train-vae", "vae", run_stage)
         _retrain(run_dir, "train-mdnrnn", "mdnrnn", run_stage, restart=True)
-        result = train_controller(run_dir, dataclasses.replace(config, updates=config.updates * (k + 1)))
+        # afresh: the new episodes may widen C's rule vocabulary (its slots), and the dream moved
+        result = train_controller(run_dir, config, restart=True)
         rounds.append({**result, "collected_real_steps": real_steps})
         curve.append(controller_quality(run_dir))
         write_json(run_dir / "controller" / "curve.json", curve)

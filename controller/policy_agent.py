@@ -73,8 +73,8 @@ class PolicyAgent:
         top = np.asarray(info["top_rewards"], np.float32)[None]
         probs = self._policy(z, *self._state, top, slot_mask(top, self.config.rules)).numpy().astype(np.float64)
         slot = int(rng.choice(len(probs), p=probs / probs.sum())) if self.sample else int(np.argmax(probs))
-        rule, l = slot_action(slot, self.config)
-        location = 0 if rule == self.n_rules else int(info["top_locations"][rule, l])
+        rule, place = slot_action(slot, self.config)
+        location = 0 if rule == self.n_rules else int(info["top_locations"][rule, place])
         self.trace.append((int(info["step"]), rule, location, float(probs[slot])))
         if rule != self.n_rules:
             self._state = self._advance(z, tf.constant([rule], tf.int32), *self._state)

@@ -38,7 +38,8 @@ class PPOTrainer:
         self.controller, self.config = controller, config
         self.optimizer = snt.optimizers.Adam(config.learning_rate)
         cc = controller.config
-        state = [tf.TensorSpec([None, cc.obs_dim], tf.float32), tf.TensorSpec([None, None, cc.top_locations], tf.float32),
+        state = [tf.TensorSpec([None, cc.obs_dim], tf.float32),
+                 tf.TensorSpec([None, None, cc.top_locations], tf.float32),
                  tf.TensorSpec([None, cc.n_actions], tf.bool)]
         spec = [*state, tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.float32),
                 tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.float32)]
@@ -117,7 +118,8 @@ class PPOTrainer:
             order = rng.permutation(n)
             for k in range(c.minibatches):
                 idx = order[k * size:(k + 1) * size]
-                out = self._update(*(tf.constant(flat[f][idx]) for f in ("obs", "top", "mask", "act", "logp", "adv", "ret")))
+                fields = ("obs", "top", "mask", "act", "logp", "adv", "ret")
+                out = self._update(*(tf.constant(flat[f][idx]) for f in fields))
                 for key, v in out.items():
                     metrics.setdefault(key, []).append(float(v))
         summary = {k: float(np.mean(v)) for k, v in metrics.items()}

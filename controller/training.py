@@ -31,7 +31,6 @@ from tqdm import tqdm
 
 from controller.configs import ControllerTrainConfig
 from controller.policy import Controller, ControllerConfig
-from worldmodel.dataset import MissingCandidateRewardsError
 from controller.ppo import PPOTrainer
 from taso_env.engine import real_work
 from taso_env.env.rollouts import RolloutReader, batch_graphs
@@ -47,8 +46,12 @@ from worldmodel.checkpoints import (
     load_vae,
     restore_checked,
 )
+from worldmodel.configs import GraphVAEConfig, MDNRNNConfig
+from worldmodel.dataset import MissingCandidateRewardsError
 from worldmodel.dream_env import Dream
+from worldmodel.graph_vae import GraphVAE
 from worldmodel.graphs_tuple import to_graphs_tuple
+from worldmodel.mdnrnn import MDNRNN
 
 CONTROLLER_DIR = "controller"  # runs/<name>/controller/
 VARIANT_FOLDERS = {"trained": CONTROLLER_DIR, "random_init": CONTROLLER_DIR,
@@ -113,10 +116,6 @@ def dream_starts(vae, rollouts_path: str | Path, recorded: int = 0, seed: int = 
 def _untrained_world(run_dir: Path, folder: Path, seed: int, create: bool):
     """V and M with the run's configurations and random weights (seeded), saved in
     `folder`/world on creation and read back from there afterwards."""
-    from worldmodel.graph_vae import GraphVAE
-    from worldmodel.mdnrnn import MDNRNN
-    from worldmodel.configs import GraphVAEConfig, MDNRNNConfig
-
     tf.random.set_seed(seed)
     vae = GraphVAE(GraphVAEConfig(**load_stage_config(str(run_dir), VAE_DIR)["model"]))
     build_vae(vae)

@@ -53,12 +53,12 @@ class PipelineConfig:
     graphs: tuple[str, ...] = ("squeezenet", "nasrnn")
     eval_graphs: tuple[str, ...] = ("squeezenet", "nasrnn", "nasbench")
     episodes: int = 120
-    policy: str = "random_best_location"
+    policy: str = "epsilon_greedy"
     workers: int = 2
     horizon: int = 20
     vae_steps: int = 400
     mdnrnn_steps: int = 400
-    controller_updates: int = 40
+    controller_updates: int = 200
     num_dreams: int = 32
     rollout_steps: int = 16
     budget: int = 1000

@@ -58,8 +58,8 @@ class Dream:
         self.n_rules = int(mdnrnn.config.n_rules)
         self.top_locations = int(mdnrnn.config.top_locations)
         if start_candidates.shape != (len(start_latents), self.n_rules + 1, self.top_locations):
-            raise ValueError(f"start_candidates must be [N, n_rules + 1, L] = {(len(start_latents), self.n_rules + 1, self.top_locations)}, "
-                             f"got {start_candidates.shape}")
+            expected = (len(start_latents), self.n_rules + 1, self.top_locations)
+            raise ValueError(f"start_candidates must be [N, n_rules + 1, L] = {expected}, got {start_candidates.shape}")
         self.rules = np.arange(self.n_rules) if rules is None else np.asarray(rules, np.int64)
         self.vae, self.mdnrnn, self.config = vae, mdnrnn, config
         self.batch_size = batch_size
@@ -164,8 +164,9 @@ class Dream:
 
 class DreamEnv(gymnasium.Env):
     """One dream as a gymnasium.Env: obs = {"obs": [z, h] float32 [Z + H], "candidates":
-    top [R, L]} ; action = slot (Discrete(n_rules * L + 1), the last is stop);
-    info["action_mask"] the slots that hold a candidate."""
+    top [R, L] with 0 where no candidate, "candidate_mask": [R, L] where one is};
+    action = slot (Discrete(len(rules) * L + 1), the last is stop); info["action_mask"]
+    the slots that hold a candidate."""
 
     metadata = {"render_modes": []}
 
@@ -176,10 +177,11 @@ class DreamEnv(gymnasium.Env):
         self._rules = rules
         self.dream = Dream(*self._args, self.config, batch_size=1, seed=seed, rules=rules)
         size = self.dream.latent_dim + self.dream.hidden_size
+        shape = (self.dream.n_rules + 1, self.dream.top_locations)
         self.observation_space = spaces.Dict({
             "obs": spaces.Box(-np.inf, np.inf, (size,), np.float32),
-            "candidates": spaces.Box(-np.inf, np.inf, (self.dream.n_rules + 1, self.dream.top_locations),
-                                     np.float32)})
+            "candidates": spaces.Box(-np.inf, np.inf, shape, np.float32),
+            "candidate_mask": spaces.MultiBinary(shape)})
         self.action_space = spaces.Discrete(self.dream.n_actions)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -187,7 +189,13 @@ class DreamEnv(gymnasium.Env):
         if seed is not None:
             self.dream = Dream(*self._args, self.config, 1, seed=seed, rules=self._rules)
         obs, top = self.dream.reset()
-        return {"obs": obs[0], "candidates": top[0]}, {"action_mask": self.dream.mask[0].copy()}
+        return self._observation(obs[0], top[0]), {"action_mask": self.dream.mask[0].copy()}
+
+    @staticmethod
+    def _observation(obs: np.ndarray, top: np.ndarray) -> dict:
+        exists = np.isfinite(top)
+        return {"obs": obs.astype(np.float32), "candidates": np.where(exists, top, 0.0).astype(np.float32),
+                "candidate_mask": exists.astype(np.int8)}
 
     def step(self, action):
         if self.dream.z is None:
@@ -196,5 +204,5 @@ class DreamEnv(gymnasium.Env):
         obs, top, reward, terminated, truncated, invalid = self.dream.step(np.array([int(action)]))
         if terminated[0] or truncated[0]:
             obs, top = before, before_top  # the dream restarted; report the state that ended
-        return ({"obs": obs[0], "candidates": top[0]}, float(reward[0]), bool(terminated[0]), bool(truncated[0]),
+        return (self._observation(obs[0], top[0]), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
                 {"action_mask": self.dream.mask[0].copy(), "invalid_action": bool(invalid[0])})
