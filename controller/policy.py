@@ -5,7 +5,7 @@ A candidate slot is (rule r, l): rule r's l-th most rewarding location (l < L), 
 rules of C's vocabulary (`rules`: those valid somewhere in the rollouts its world was
 trained on; M cannot dream of the others, so C never learns them). What C sees of the
 slots is what the real env gives every agent for free after a step, its enumeration's
-candidates and their rewards (info["top_rewards"], [n_rules + 1, L], NaN where rule r
+candidates and their rewards (info["top_rewards"], [n_rules + 1, L], -inf where rule r
 has fewer than l + 1 locations), and in the dream what M predicts of them
 (MDNOutput.slot_logits / slot_rewards). S = len(rules) * L slots; action S is stop.
 
@@ -102,7 +102,7 @@ class Controller(snt.Module):
         self._vocabulary = tf.constant(config.rules, tf.int32)
 
     def slot_features(self, top: tf.Tensor) -> tf.Tensor:
-        """[B, n_rules + 1, L] rewards (NaN: no slot) -> [B, S, FEATURES] of the vocabulary's slots."""
+        """[B, n_rules + 1, L] rewards (not finite: no slot) -> [B, S, FEATURES] of the vocabulary's slots."""
         reward = tf.reshape(tf.gather(top, self._vocabulary, axis=1), [tf.shape(top)[0], -1])
         reward = tf.where(tf.math.is_finite(reward), reward, 0.0)
         return tf.stack([tf.math.asinh(10.0 * reward), tf.cast(reward > 1e-6, tf.float32),

@@ -60,7 +60,7 @@ class PolicyAgent:
         """Traces the tf.functions on dummy inputs (part of loading, not of optimising)."""
         z = self._encode(to_graphs_tuple(batch_observations([placeholder_observation()])))
         h0 = self.mdnrnn.initial_state(1)
-        top = np.full((1, self.n_rules + 1, self.top_locations), np.nan, np.float32)
+        top = np.full((1, self.n_rules + 1, self.top_locations), -np.inf, np.float32)
         self._policy(z, h0.hidden, h0.cell, top, slot_mask(top, self.config.rules))
         self._advance(z, tf.zeros([1], tf.int32), h0.hidden, h0.cell)
 

@@ -303,7 +303,7 @@ class EncodedEpisodes:
     def batch(self, indices: Sequence[int], z: np.ndarray) -> dict[str, np.ndarray]:
         """Episodes `indices` of the z draw `z` as M's inputs and targets:
         {"z" [B, L, Z], "next_z" [B, L, Z], "actions", "rewards", "dones", "next_masks",
-        "next_top_rewards" [B, L, R, K] (float32, NaN where a rule has fewer than K
+        "next_top_rewards" [B, L, R, K] (float32, -inf where a rule has fewer than K
         locations), "mask"}."""
         idx = np.asarray(indices)
         return {"z": z[idx, :-1], "next_z": z[idx, 1:], "actions": self.actions[idx],

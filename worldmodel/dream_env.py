@@ -6,7 +6,7 @@ only. No real environment is touched: controller training runs the dream inside
     DreamEnv      a gymnasium.Env over one dream, same observation layout
 
 State of a dream: z_t [Z] (sampled from M's mixture, temperature tau), M's LSTM state and
-the candidates: top_t [R, L], each rule's L most rewarding locations' rewards (NaN where
+the candidates: top_t [R, L], each rule's L most rewarding locations' rewards (-inf where
 a rule has fewer), as the real env gives them (info["top_rewards"]). The controller sees
 obs = [z_t, h_t] (h = the LSTM hidden state, [H]) and top_t; its action is a slot
 (rule r, l) of top_t for r in its vocabulary `rules`, or stop (controller.policy).
@@ -100,7 +100,7 @@ class Dream:
         """top [B, R, L] from M's slot heads: a slot exists where its probability passes
         the threshold and the slots before it in its rule exist."""
         exists = np.cumprod(slot_prob > self.config.mask_threshold, axis=2).astype(bool)
-        return np.where(exists, slot_rewards, np.nan).astype(np.float32)
+        return np.where(exists, slot_rewards, -np.inf).astype(np.float32)
 
     def _start(self, n: int):
         idx = self.rng.uniform([n], 0, self.start_latents.shape[0], dtype=tf.int32)
@@ -136,7 +136,7 @@ class Dream:
         next_z, hidden, cell, done_prob, slot_prob, slot_rewards = self._transition(
             self.z, tf.constant(rules, tf.int32), self.state.hidden, self.state.cell, seed)
         new_state = snt.LSTMState(hidden=hidden, cell=cell)
-        earned = np.nan_to_num(self.top[rows, rules, locations])
+        earned = np.nan_to_num(self.top[rows, rules, locations], neginf=0.0)
         charge = self.config.step_cost + self.config.detour_cost * (earned <= 0)
         reward = np.where(stop, 0.0, earned - charge).astype(np.float32)
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)

@@ -208,7 +208,7 @@ class MDNRNN(snt.Module):
     def loss(self, z_seq: tf.Tensor, actions: tf.Tensor, next_z: tf.Tensor, rewards: tf.Tensor,
              dones: tf.Tensor, next_masks: tf.Tensor, next_top_rewards: tf.Tensor,
              mask: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Losses averaged over real steps (mask [B, T]; next_top_rewards [B, T, R, L], NaN
+        """Losses averaged over real steps (mask [B, T]; next_top_rewards [B, T, R, L], -inf
         where a rule has fewer than L locations):
         {"total", "z_nll" (nats per latent dim), "reward" (MSE in reward_scale units), "done" (BCE),
         "mask" (BCE per xfer), "slot" (BCE per (rule, l) slot), "slot_reward" (squared

@@ -214,12 +214,13 @@ class GraphRewriteEnv(gymnasium.Env):
 
     def _top_candidates(self) -> tuple[np.ndarray, np.ndarray]:
         """Each rule's `top_locations` most rewarding candidates, best first: their rewards
-        [n_rules + 1, L] float32 (% of the start cost saved; NaN where a rule has fewer)
-        and locations [n_rules + 1, L] int32 (-1 there). From the enumeration's cost
-        deltas: no further engine work."""
+        [n_rules + 1, L] float32 (% of the start cost saved; -inf where a rule has fewer,
+        not NaN, so that two infos of the same state compare equal) and locations
+        [n_rules + 1, L] int32 (-1 there). From the enumeration's cost deltas: no further
+        engine work."""
         if self._top is None:
             width = self.config.top_locations
-            rewards = np.full((self.n_rules + 1, width), np.nan, np.float32)
+            rewards = np.full((self.n_rules + 1, width), -np.inf, np.float32)
             locations = np.full((self.n_rules + 1, width), -1, np.int32)
             scale = -100.0 / self._initial_cost
             for rule, cs in self._by_rule.items():
@@ -233,8 +234,8 @@ class GraphRewriteEnv(gymnasium.Env):
     def _info(self, **extra) -> dict:
         xfer, loc = self._masks()
         top_rewards, top_locations = self._top_candidates()
-        return {"xfer_mask": xfer, "location_mask": loc, "top_rewards": top_rewards,
-                "top_locations": top_locations, "cost": self._cost,
+        return {"xfer_mask": xfer, "location_mask": loc, "top_rewards": top_rewards.copy(),
+                "top_locations": top_locations.copy(), "cost": self._cost,
                 "initial_cost": self._initial_cost, "step": self._step, "graph": self.graph.name,
                 "num_candidates": len(self._cands), "candidates_dropped": self._dropped,
                 "invalid_action": False, **extra}

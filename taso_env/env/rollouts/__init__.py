@@ -43,7 +43,7 @@ those *before* action t, index T is the final state)::
     infos/cost              float32 [T+1]     estimated cost (ms) under the env's cost model
     infos/invalid_action    bool    [T+1]
     infos/top_rewards       float32 [T+1, n_rules+1, L]  each rule's L best rewards, best
-                                              first, NaN where fewer (info["top_rewards"];
+                                              first, -inf where fewer (info["top_rewards"];
                                               absent from files written before it existed)
 
 Episode attributes: `id`, `seed`, `graph`, `total_steps` (T), `horizon`,
