@@ -66,14 +66,6 @@ class ControllerConfig:
         return self.n_slots + 1
 
 
-def slot_mask(top: np.ndarray, rules) -> np.ndarray:
-    """[B, S + 1] bool: the vocabulary's slots that exist (finite reward) in `top`
-    [B, n_rules + 1, L], and stop (always)."""
-    top = np.asarray(top)
-    exists = np.isfinite(top[:, np.asarray(rules)]).reshape(len(top), -1)
-    return np.concatenate([exists, np.ones((len(top), 1), bool)], axis=1)
-
-
 def slot_action(slot: int, config: ControllerConfig) -> tuple[int, int]:
     """(rule, l) of a slot; (n_rules, 0) for stop."""
     if slot >= config.n_slots:

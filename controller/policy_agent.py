@@ -22,7 +22,8 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
-from controller.policy import Controller, slot_action, slot_mask
+from controller.policy import Controller, slot_action
+from worldmodel.dream_env import slot_mask
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, placeholder_observation, to_graphs_tuple
 
 

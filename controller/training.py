@@ -20,7 +20,6 @@ tb/<folder>.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -202,8 +201,6 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     run_dir = Path(run_dir)
     name = variant_folder(variant)
     folder = run_dir / name
-    if restart and folder.exists() and variant == "untrained_world":
-        shutil.rmtree(folder / UNTRAINED_WORLD_DIR, ignore_errors=True)
     vae, mdnrnn = load_vae(str(run_dir)), load_mdnrnn(str(run_dir))  # the run's: their configs are checked
     latents, candidates, graph_names, vocabulary = dream_starts(vae, run_dir / "rollouts.h5",
                                                                 config.recorded_starts, config.seed)

@@ -22,7 +22,8 @@ def _candidates(batch: int, n_rules: int, top: int, seed: int = 0) -> np.ndarray
 
 
 def test_controller_points_only_at_candidates_that_exist():
-    from controller.policy import slot_action, slot_mask
+    from controller.policy import slot_action
+    from worldmodel.dream_env import slot_mask
 
     config = ControllerConfig(obs_dim=6, n_rules=5, rules=(0, 2, 3, 4), top_locations=3, hidden=(16,),
                               slot_hidden=8)
@@ -48,7 +49,7 @@ def test_the_controller_learns_to_point_at_the_most_rewarding_candidate():
     to take the best one wherever it sits (argmax over slots, not over rules)."""
     import sonnet as snt
 
-    from controller.policy import slot_mask
+    from worldmodel.dream_env import slot_mask
 
     c = Controller(ControllerConfig(obs_dim=4, n_rules=6, rules=tuple(range(6)), top_locations=2, hidden=(16,),
                                     slot_hidden=16))

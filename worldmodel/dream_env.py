@@ -38,6 +38,15 @@ from gymnasium import spaces
 from worldmodel.configs import DreamConfig
 
 
+def slot_mask(top: np.ndarray, rules) -> np.ndarray:
+    """[B, len(rules) * L + 1] bool: the slots of `rules` that hold a candidate (a finite
+    reward) in `top` [B, n_rules + 1, L], then stop (always): the controller's action mask,
+    in the dream and on the real env alike."""
+    top = np.asarray(top)
+    exists = np.isfinite(top[:, np.asarray(rules)]).reshape(len(top), -1)
+    return np.concatenate([exists, np.ones((len(top), 1), bool)], axis=1)
+
+
 class Dream:
     """B parallel dreams driven in TF. Holds no reference to any real environment."""
 
@@ -85,8 +94,7 @@ class Dream:
     @property
     def mask(self) -> np.ndarray:
         """[B, S + 1] the slots that hold a candidate, and stop."""
-        exists = np.isfinite(self.top[:, self.rules]).reshape(self.batch_size, -1)
-        return np.concatenate([exists, np.ones((self.batch_size, 1), bool)], axis=1)
+        return slot_mask(self.top, self.rules)
 
     def _transition_py(self, z, rules, hidden, cell, seed):
         """M's step and the draw of z_{t+1}, traced once: (next z, next state, done
