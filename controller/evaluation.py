@@ -65,7 +65,6 @@ from controller.learned_agents import (
     CONTROLLERS,
     LEARNED,
     POLICY_VARIANTS,
-    PolicyAgentUnavailableError,
     checkpoint_folders,
     curves,
     learned_agent,
@@ -367,5 +366,5 @@ def _cuda_backend():
 
 
 __all__ = ["AGENTS", "CONTROLLERS", "DEFAULT_AGENTS", "LEARNED", "MATCHED_TO", "POLICY_VARIANTS", "WORK_MATCHED",
-           "EvalConfig", "PolicyAgentUnavailableError", "Row", "episode_graph", "evaluate", "learned_agent", "markdown",
+           "EvalConfig", "Row", "episode_graph", "evaluate", "learned_agent", "markdown",
            "run_order", "single_threaded_inference", "training_work"]

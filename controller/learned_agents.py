@@ -17,17 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from taso_env.engine import real_work
-from taso_env.errors import TasoEnvError
 
 POLICY_VARIANTS = {"controller": "trained", "controller_random_init": "random_init",
                    "controller_untrained_world": "untrained_world", "controller_myopic_world": "myopic_world"}
 """The rows of the dream-trained policy (controller.policy_agent) and the variant each loads."""
 CONTROLLERS = (*POLICY_VARIANTS, "controller_lookahead")  # trained on the run's rollouts (through V and M)
 LEARNED = (*CONTROLLERS, "model_free")
-
-
-class PolicyAgentUnavailableError(TasoEnvError, ImportError):
-    """The dream-trained policy's agent (controller.policy_agent) is not in this rlflow."""
 
 
 def single_threaded_inference() -> bool:
@@ -53,13 +48,14 @@ def learned_agent(agent: str, run_dir: Path, env, seed: int = 0):
 
     Raises:
         CheckpointNotFoundError: the run lacks what the agent needs (names the command).
-        PolicyAgentUnavailableError: a policy row where controller.policy_agent is absent.
     """
     if agent not in LEARNED:
         raise ValueError(f"{agent!r} is not a learned agent; one of {LEARNED}")
     single_threaded_inference()
     if agent in POLICY_VARIANTS:
-        return _load_policy_agent()(run_dir, env, variant=POLICY_VARIANTS[agent], seed=seed)
+        from controller.policy_agent import load_policy_agent
+
+        return load_policy_agent(run_dir, env, variant=POLICY_VARIANTS[agent], seed=seed)
     if agent == "controller_lookahead":
         from controller.training import load_lookahead_agent
 
@@ -67,18 +63,6 @@ def learned_agent(agent: str, run_dir: Path, env, seed: int = 0):
     from controller.model_free import load_model_free_agent
 
     return load_model_free_agent(run_dir, env)
-
-
-def _load_policy_agent():
-    try:
-        from controller.policy_agent import load_policy_agent
-    except ImportError as err:
-        if err.name != "controller.policy_agent":  # the module is there, but something it imports is not
-            raise
-        raise PolicyAgentUnavailableError(
-            f"the policy rows ({', '.join(POLICY_VARIANTS)}) need controller.policy_agent.load_policy_agent, "
-            f"which this rlflow lacks ({err}); evaluate controller_lookahead or the baselines instead") from err
-    return load_policy_agent
 
 
 def checkpoint_folders(agent: str) -> tuple[str, ...]:
@@ -89,11 +73,8 @@ def checkpoint_folders(agent: str) -> tuple[str, ...]:
     if agent == "controller_lookahead":
         return ("controller", "vae", "mdnrnn")
     if agent in POLICY_VARIANTS:
-        try:
-            from controller.training import variant_folder
-        except ImportError as err:
-            raise PolicyAgentUnavailableError(
-                f"the {agent} row needs controller.training.variant_folder, which this rlflow lacks") from err
+        from controller.training import variant_folder
+
         return (variant_folder(POLICY_VARIANTS[agent]), "vae", "mdnrnn")
     return ()
 
