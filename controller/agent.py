@@ -277,7 +277,7 @@ class ControllerAgent:
         obs = tf.concat([z_next, nxt.hidden], axis=1)
         exists = tf.sigmoid(out.slot_logits) > 0.5  # M's predicted candidates after a
         top = tf.where(exists, out.slot_rewards, float("nan"))
-        vocabulary = tf.gather(exists, self.controller.config.rules, axis=1)
+        vocabulary = tf.gather(exists, self.controller.config.vocabulary, axis=1)
         mask = tf.concat([tf.reshape(vocabulary, [n, -1]), tf.ones([n, 1], tf.bool)], axis=1)
         _, value = self.controller(obs, top, mask)
         return (1.0 - tf.sigmoid(out.done_logit)) * value

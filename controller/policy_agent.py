@@ -62,7 +62,7 @@ class PolicyAgent:
         z = self._encode(to_graphs_tuple(batch_observations([placeholder_observation()])))
         h0 = self.mdnrnn.initial_state(1)
         top = np.full((1, self.n_rules + 1, self.top_locations), -np.inf, np.float32)
-        self._policy(z, h0.hidden, h0.cell, top, slot_mask(top, self.config.rules))
+        self._policy(z, h0.hidden, h0.cell, top, slot_mask(top, self.config.vocabulary))
         self._advance(z, tf.zeros([1], tf.int32), h0.hidden, h0.cell)
 
     def __call__(self, obs, info: dict, rng: np.random.Generator) -> np.ndarray:
@@ -72,7 +72,7 @@ class PolicyAgent:
             self.trace = []
         z = self._encode(to_graphs_tuple(batch_observations([obs])))
         top = np.asarray(info["top_rewards"], np.float32)[None]
-        probs = self._policy(z, *self._state, top, slot_mask(top, self.config.rules)).numpy().astype(np.float64)
+        probs = self._policy(z, *self._state, top, slot_mask(top, self.config.vocabulary)).numpy().astype(np.float64)
         slot = int(rng.choice(len(probs), p=probs / probs.sum())) if self.sample else int(np.argmax(probs))
         rule, place = slot_action(slot, self.config)
         location = 0 if rule == self.n_rules else int(info["top_locations"][rule, place])

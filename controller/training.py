@@ -143,9 +143,11 @@ def world_model(run_dir: str | Path, variant: str = "trained", create: bool = Fa
     return load_vae(str(run_dir)), load_mdnrnn(str(run_dir))
 
 
-def _controller_config(vae, mdnrnn, hidden, rules) -> ControllerConfig:
+def _controller_config(vae, mdnrnn, hidden) -> ControllerConfig:
+    """C over every rule's slots: the rules the rollouts never showed keep a zero
+    embedding and are judged by their candidates' rewards (controller.policy)."""
     return ControllerConfig(obs_dim=int(vae.config.latent_dim) + int(mdnrnn.config.hidden),
-                            n_rules=int(mdnrnn.config.n_rules), rules=tuple(rules),
+                            n_rules=int(mdnrnn.config.n_rules), rules=None,
                             top_locations=int(mdnrnn.config.top_locations), hidden=tuple(hidden))
 
 
@@ -160,8 +162,9 @@ def load_controller(run_dir: str | Path, variant: str = "trained", seed: int = 0
     if saved is None:
         raise CheckpointNotFoundError(f"no trained controller in {folder} (run `{command}`)")
     ccfg = saved["controller"]
+    rules = ccfg.get("rules")
     controller = Controller(ControllerConfig(**{**ccfg, "hidden": tuple(ccfg["hidden"]),
-                                                "rules": tuple(ccfg["rules"])}))
+                                                "rules": None if rules is None else tuple(rules)}))
     if variant == "random_init":
         tf.random.set_seed(seed)
         controller.build()
@@ -204,7 +207,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     vae, mdnrnn = load_vae(str(run_dir)), load_mdnrnn(str(run_dir))  # the run's: their configs are checked
     latents, candidates, graph_names, vocabulary = dream_starts(vae, run_dir / "rollouts.h5",
                                                                 config.recorded_starts, config.seed)
-    ccfg = _controller_config(vae, mdnrnn, config.hidden, vocabulary)
+    ccfg = _controller_config(vae, mdnrnn, config.hidden)
     # Resuming may only change the number of updates.
     saved = RunFolder(run_dir).prepare_stage(name, {"controller": ccfg, "train": config, "variant": variant},
                                              restart=restart, resumable=("train.updates",))
@@ -240,7 +243,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     last = history[-5:] if history else []
     result = {
         "variant": variant, "updates": int(step.numpy()), "seconds": time.perf_counter() - start,
-        "graphs": graph_names, "real_env_steps_during_training": real["env_step"],
+        "graphs": graph_names, "rules_in_rollouts": list(vocabulary), "real_env_steps_during_training": real["env_step"],
         "real_work_units_during_training": sum(real.values()),
         "real_work_during_training": real,
         "dream_episode_return": float(np.nanmean([m["dream/episode_return"] for m in last])) if last else None,
@@ -255,7 +258,7 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
 def _train_in_dream(vae, mdnrnn, starts, controller, trainer, config, step, manager, writer) -> list[dict]:
     """The PPO loop on the dream (V and M only); returns the per-update metrics."""
     dream = Dream(vae, mdnrnn, *starts, config.dream, batch_size=config.ppo.num_dreams,
-                  seed=config.seed + int(step.numpy()), rules=controller.config.rules)
+                  seed=config.seed + int(step.numpy()), rules=controller.config.vocabulary)
     state = dream.reset()
     rng = np.random.default_rng([config.seed, int(step.numpy())])
     history = []

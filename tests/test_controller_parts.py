@@ -70,6 +70,29 @@ def test_the_controller_learns_to_point_at_the_most_rewarding_candidate():
     assert np.mean(picked.numpy() == best) > 0.9
 
 
+def test_controller_covers_every_rule_and_judges_a_rule_it_never_met_by_its_candidates():
+    """rules=None: every rule's slots are actions. Rule embeddings start at zero, so two
+    rules C has not learned about, holding the same rewards at the same locations, score
+    alike; a state where one rule's slots change leaves the other slots' scores as they
+    were (each valid slot is scored from its own features, the state and its rule)."""
+    from worldmodel.dream_env import slot_mask
+
+    config = ControllerConfig(obs_dim=4, n_rules=50, top_locations=2, hidden=(8,), slot_hidden=8)
+    assert config.rules is None and config.vocabulary == tuple(range(50)) and config.n_actions == 101
+    c = Controller(config)
+    c.build()
+    top = np.full((2, 51, 2), -np.inf, np.float32)
+    top[:, 7] = [0.4, -0.1]
+    top[:, 41] = [0.4, -0.1]
+    top[1, 3, 0] = 2.0  # only in the second state
+    mask = slot_mask(top, config.vocabulary)
+    logits, _ = c(tf.ones([2, 4]), tf.constant(top), tf.constant(mask))
+    logits = logits.numpy()
+    np.testing.assert_allclose(logits[:, 14:16], logits[:, 82:84], rtol=1e-6)
+    assert (logits[0, [6, 7]] < -1e8).all() and logits[1, 6] > -1e8  # rule 3's slot where it exists
+    assert logits[0, 14] != logits[1, 14]  # rule 7's slot is no longer the best: its features changed
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="n_rules"):
         ControllerConfig(obs_dim=4, n_rules=0, rules=(0,))
