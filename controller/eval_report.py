@@ -1,4 +1,5 @@
-"""Outputs of the evaluation (controller.evaluation): markdown/JSON/CSV tables, plots
+"""Outputs of the evaluation (controller.evaluation): markdown/JSON/CSV tables, each
+agent against greedy where greedy ran (vs_greedy.md / .json, controller.versus_greedy), plots
 (estimated runtime, speedup per agent, optimisation time, quality vs real environment
 steps) and TensorBoard summaries."""
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from controller import versus_greedy
 from taso_env.engine import real_work
 
 LEDGER_COLUMNS = real_work.LEDGER  # env_steps, enumerations, successor_lookups, cost_queries
@@ -45,6 +47,10 @@ def ledger_markdown(rows) -> str:
 
 def write_outputs(rows, out_dir: Path, agents: tuple[str, ...], curves: dict[str, list[dict]]) -> None:
     (out_dir / "results.md").write_text(markdown(rows) + "\n")
+    if any(r.agent == "greedy" for r in rows):  # each agent against greedy (controller.versus_greedy)
+        against = versus_greedy.summary(rows)
+        (out_dir / "vs_greedy.md").write_text(versus_greedy.markdown(against) + "\n")
+        (out_dir / "vs_greedy.json").write_text(json.dumps(against, indent=2))
     (out_dir / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
     (out_dir / "learning_curves.json").write_text(json.dumps(curves, indent=2))
     with open(out_dir / "results.csv", "w", newline="") as f:

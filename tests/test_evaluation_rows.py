@@ -149,3 +149,22 @@ def test_a_learned_rows_resume_key_follows_its_own_checkpoint_folders(tmp_path):
         assert changed == {a for a in LEARNED if own in checkpoint_folders(a)}
         before = after
 
+
+
+def test_each_agent_is_summed_against_greedy_on_the_same_graphs(nasrnn_rows):
+    """vs_greedy.json beside the results: greedy's own row is 100% of itself, and the
+    work-matched row, never worse than greedy, is at greedy on its graph."""
+    from controller import versus_greedy
+
+    rows, out, _ = nasrnn_rows
+    saved = {(r["agent"], r["group"]): r for r in json.loads((out / "vs_greedy.json").read_text())}
+    assert saved[("greedy", "all")]["share_of_greedy"] == 1.0 and saved[("greedy", "all")]["at_greedy"] == 1
+    detours = saved[("greedy_random_detours", "all")]
+    assert detours["at_greedy"] == 1 and detours["below_greedy"] == 0
+    assert detours["gain"] == pytest.approx(rows["greedy_random_detours"].speedup - 1, abs=1e-6)
+    # an extra group, and a graph below greedy counted as such
+    worse = [{"graph": "nasrnn", "split": "train", "agent": "late", "speedup": rows["greedy"].speedup * 0.99},
+             {"graph": "nasrnn", "split": "train", "agent": "greedy", "speedup": rows["greedy"].speedup}]
+    late = {r["group"]: r for r in versus_greedy.summary(worse, {"valley": {"nasrnn"}}) if r["agent"] == "late"}
+    assert set(late) == {"all", "train", "valley"} and late["valley"]["below_greedy"] == 1
+    assert late["all"]["share_of_greedy"] < 1.0

@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         rows = evaluate(config, args.run, out)
     print(markdown(rows))
-    print(f"\nwrote {out}/results.md, results.json, results.csv, learning_curves.json, runtime.png, "
+    if (out / "vs_greedy.md").exists():
+        print("\nagainst greedy:\n" + (out / "vs_greedy.md").read_text())
+    print(f"\nwrote {out}/results.md, results.json, results.csv, vs_greedy.md, learning_curves.json, runtime.png, "
           "speedup.png, optimisation_time.png, quality_vs_real_steps.png, tb/")
     return 0
