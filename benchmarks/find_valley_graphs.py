@@ -7,6 +7,7 @@ runtime before it pays, which greedy never takes.
     python benchmarks/find_valley_graphs.py [--budget 5000] [--alpha 1.05]
         [--time-limit 45] [--cost-model table:h100_fp32] [--graphs ...]
         [--progress FILE.jsonl] [--out data/valley_graphs.json]
+    python benchmarks/find_valley_graphs.py --list [--sets eleven zoo valley]   # the specs only
 
 Graphs (default, in this order, each once): the eleven evaluation graphs (docs/results.md,
 "Learned agents"), the rest of the 57-graph zoo (the 8 built-in names of the zoo
@@ -160,7 +161,13 @@ def main(argv=None) -> int:
     p.add_argument("--cost-model", default="table:h100_fp32")
     p.add_argument("--progress", default=None, help="JSON lines of finished graphs (resumed from)")
     p.add_argument("--out", default=os.path.join(ROOT, "data", "valley_graphs.json"))
+    p.add_argument("--list", action="store_true",
+                   help="print the graph specs of --sets (or --graphs), one line, and exit: "
+                        "`rlflow evaluate --graphs $(python benchmarks/find_valley_graphs.py --list)`")
     args = p.parse_args(argv)
+    if args.list:
+        print(" ".join(args.graphs or default_graphs(args.sets)))
+        return 0
 
     model = make_cost_model(args.cost_model)
     kind, _, arg = args.cost_model.partition(":")
