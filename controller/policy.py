@@ -83,19 +83,6 @@ def slot_action(slot: int, config: ControllerConfig) -> tuple[int, int]:
     return config.vocabulary[slot // config.top_locations], slot % config.top_locations
 
 
-def decide(probs):
-    """The policy's decision from its probabilities [B, S + 1] (stop last): stop when
-    stopping is more likely than not, else the most probable slot. Not the argmax over
-    all actions: where a rewrite's mass is spread over many equal candidates (the same
-    rule at several places, several rules alike), each can fall below stop's although
-    the policy would go on with probability 0.7. Returns [B] int32 (tf or numpy alike)."""
-    if isinstance(probs, np.ndarray):
-        slot = np.argmax(probs[:, :-1], axis=1)
-        return np.where(probs[:, -1] > 0.5, probs.shape[1] - 1, slot).astype(np.int32)
-    slot = tf.argmax(probs[:, :-1], axis=1, output_type=tf.int32)
-    return tf.where(probs[:, -1] > 0.5, tf.shape(probs)[1] - 1, slot)
-
-
 class Controller(snt.Module):
     """Masked pointer policy over candidate slots and stop, with a value head."""
 
@@ -156,11 +143,10 @@ class Controller(snt.Module):
 
     def act(self, obs: tf.Tensor, top: tf.Tensor, mask: tf.Tensor, seed: tf.Tensor | None = None,
             greedy: bool = False):
-        """Samples (or, with `greedy`, decides: `decide`) a slot; returns (action [B],
-        log_prob [B], value [B])."""
+        """Samples (or takes the argmax of) a slot; returns (action [B], log_prob [B], value [B])."""
         logits, value = self(obs, top, mask)
         if greedy:
-            action = decide(tf.nn.softmax(logits))
+            action = tf.argmax(logits, -1, output_type=tf.int32)
         else:
             action = tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[:, 0]
         log_prob = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=action, logits=logits)

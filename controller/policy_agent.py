@@ -2,15 +2,11 @@
 
 At every step, from what the env gives every agent for free:
     z_t      V's code (mu) of the real graph's observation
-    h_t      M's LSTM state, advanced by each (z, rule) taken this episode, as in the dream;
-             it starts again from zero every `memory` steps (the dream's horizon: C never
-             saw an h older than that; dreams also start from recorded mid-episode graphs
-             with a zero state, so a long real episode reads as consecutive dreams)
+    h_t      M's LSTM state, advanced by each (z, rule) taken this episode, as in the dream
     top_t    info["top_rewards"]: each rule's L most rewarding locations' rewards, from the
              env's own enumeration of the graph (info["top_locations"] are those locations)
 C's pointer (controller.policy) scores every (rule, l) slot and stop; the agent takes the
-policy's decision (controller.policy.decide: stop when stopping is more likely than not,
-else the most probable slot; or, with `sample`, a draw) and plays (rule, top_locations[rule, l]). Nothing else
+argmax (or, with `sample`, a draw) and plays (rule, top_locations[rule, l]). Nothing else
 touches the engine: no successor look-ups, no pricing of graphs it does not enter, so its
 real work per episode is greedy's (one enumeration per step, the env's).
 
@@ -26,7 +22,7 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
-from controller.policy import Controller, decide, slot_action
+from controller.policy import Controller, slot_action
 from worldmodel.dream_env import slot_mask
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, placeholder_observation, to_graphs_tuple
 
@@ -36,14 +32,10 @@ class PolicyAgent:
 
     After an episode, `trace` holds (step, rule, location, probability) of each action."""
 
-    def __init__(self, vae, mdnrnn, controller: Controller, env, sample: bool = False, memory: int | None = None):
+    def __init__(self, vae, mdnrnn, controller: Controller, env, sample: bool = False):
         self.vae, self.mdnrnn, self.controller = vae, mdnrnn, controller
         self.env = env.unwrapped
         self.sample = sample
-        if memory is not None and memory < 1:
-            raise ValueError(f"memory must be >= 1 step (or None: the whole episode), got {memory}")
-        self.memory = memory
-        self._age = 0  # steps M's state has run since it last started from zero
         config = self.config = controller.config
         self.n_rules, self.top_locations = config.n_rules, config.top_locations
         self._encode = tf.function(lambda g: vae.encode(g)[0], input_signature=[graphs_tuple_signature()])
@@ -75,21 +67,18 @@ class PolicyAgent:
 
     def __call__(self, obs, info: dict, rng: np.random.Generator) -> np.ndarray:
         if info["step"] == 0 or self._state is None:
-            self.trace = []
-        if info["step"] == 0 or self._state is None or (self.memory and self._age >= self.memory):
             h0 = self.mdnrnn.initial_state(1)
             self._state = (h0.hidden, h0.cell)
-            self._age = 0
+            self.trace = []
         z = self._encode(to_graphs_tuple(batch_observations([obs])))
         top = np.asarray(info["top_rewards"], np.float32)[None]
         probs = self._policy(z, *self._state, top, slot_mask(top, self.config.vocabulary)).numpy().astype(np.float64)
-        slot = int(rng.choice(len(probs), p=probs / probs.sum())) if self.sample else int(decide(probs[None])[0])
+        slot = int(rng.choice(len(probs), p=probs / probs.sum())) if self.sample else int(np.argmax(probs))
         rule, place = slot_action(slot, self.config)
         location = 0 if rule == self.n_rules else int(info["top_locations"][rule, place])
         self.trace.append((int(info["step"]), rule, location, float(probs[slot])))
         if rule != self.n_rules:
             self._state = self._advance(z, tf.constant([rule], tf.int32), *self._state)
-            self._age += 1
         return np.array([rule, location], np.int64)
 
 
@@ -100,8 +89,8 @@ def load_policy_agent(run_dir: str | Path, env, variant: str = "trained", seed: 
     from controller.training import load_controller, world_model
 
     vae, mdnrnn = world_model(run_dir, variant)
-    controller, config = load_controller(run_dir, variant, seed=seed)
-    agent = PolicyAgent(vae, mdnrnn, controller, env, sample=sample, memory=config.dream.horizon)
+    controller, _ = load_controller(run_dir, variant, seed=seed)
+    agent = PolicyAgent(vae, mdnrnn, controller, env, sample=sample)
     agent.warm_up()
     return agent
 

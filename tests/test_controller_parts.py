@@ -93,16 +93,6 @@ def test_controller_covers_every_rule_and_judges_a_rule_it_never_met_by_its_cand
     assert logits[0, 14] != logits[1, 14]  # rule 7's slot is no longer the best: its features changed
 
 
-def test_the_policy_stops_only_when_stopping_is_more_likely_than_not():
-    """decide(): mass spread over many equal rewrites (each below stop's) still goes on;
-    stop is taken when it holds more than half; tf and numpy agree."""
-    from controller.policy import decide
-
-    spread = np.array([[0.18, 0.18, 0.18, 0.18, 0.28], [0.1, 0.3, 0.0, 0.0, 0.6], [0.5, 0.0, 0.0, 0.0, 0.5]])
-    assert decide(spread).tolist() == [0, 4, 0]
-    assert decide(tf.constant(spread, tf.float32)).numpy().tolist() == [0, 4, 0]
-
-
 def test_config_validation():
     with pytest.raises(ValueError, match="n_rules"):
         ControllerConfig(obs_dim=4, n_rules=0, rules=(0,))
