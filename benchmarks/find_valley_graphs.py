@@ -24,7 +24,8 @@ seconds (45): a killed search leaves the probe's result (`budget_used` = the pro
 
 Each finished graph is appended to `--progress` (JSON lines) as it finishes; a rerun
 with the same file skips the graphs already there under the same rules, cost model,
-alpha, budget and time limit (a full-budget result under any time limit). Prints one JSON line and a markdown table; writes `--out`.
+alpha, budget and time limit (a full-budget result under any time limit). Prints one
+JSON line and a markdown table; writes `--out`.
 """
 
 from __future__ import annotations

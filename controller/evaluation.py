@@ -42,10 +42,10 @@ its step cap is).
 
 Outputs (in `out_dir`, see controller.eval_report): results.md, results.json,
 results.csv, vs_greedy.md / vs_greedy.json (each agent against greedy: summed gain, share
-of greedy's, graphs at / above / below it; where greedy ran), learning_curves.json, runtime.png, speedup.png, optimisation_time.png,
-quality_vs_real_steps.png, TensorBoard summaries under tb/, and every graph as ONNX
-under graphs/ (<graph>__original.onnx, <graph>__<agent>.onnx; <graph> is `graph_label`)
-for measuring elsewhere.
+of greedy's, graphs at / above / below it; where greedy ran), learning_curves.json,
+runtime.png, speedup.png, optimisation_time.png, quality_vs_real_steps.png, TensorBoard
+summaries under tb/, and every graph as ONNX under graphs/ (<graph>__original.onnx,
+<graph>__<agent>.onnx; <graph> is `graph_label`) for measuring elsewhere.
 """
 
 from __future__ import annotations

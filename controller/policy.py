@@ -29,6 +29,7 @@ shows that a losing rewrite pays back later, the valley's.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,9 +62,10 @@ class ControllerConfig:
         if not self.hidden or any(h < 1 for h in self.hidden) or self.slot_hidden < 1:
             raise ValueError(f"hidden sizes must be positive, got {self.hidden}, {self.slot_hidden}")
 
-    @property
+    @functools.cached_property
     def vocabulary(self) -> tuple[int, ...]:
-        """The rule ids whose slots are actions, in slot order."""
+        """The rule ids whose slots are actions, in slot order (built once: the policy
+        agent reads it every step)."""
         return tuple(range(self.n_rules)) if self.rules is None else tuple(self.rules)
 
     @property
@@ -131,7 +133,8 @@ class Controller(snt.Module):
         where = tf.where(valid)  # [N, 2]: (state, slot)
         state, slot = tf.cast(where[:, 0], tf.int32), tf.cast(where[:, 1], tf.int32)
         features = self.slot_features(tf.gather_nd(reward, where), tf.gather(best, state))  # [N, F]
-        embedding = self._rule(tf.gather(self._slot_rules, slot)) + self._location(tf.gather(self._slot_locations, slot))
+        embedding = (self._rule(tf.gather(self._slot_rules, slot))
+                     + self._location(tf.gather(self._slot_locations, slot)))
         hidden = tf.tanh(tf.gather(self._context(h), state) + embedding + self._features(features))  # [N, D]
         scores = tf.squeeze(self._score(hidden), -1)
         slots = tf.where(valid, tf.scatter_nd(where, scores, [batch, c.n_slots]), NEG_INF)

@@ -243,7 +243,8 @@ def train_controller(run_dir: str | Path, config: ControllerTrainConfig, restart
     last = history[-5:] if history else []
     result = {
         "variant": variant, "updates": int(step.numpy()), "seconds": time.perf_counter() - start,
-        "graphs": graph_names, "rules_in_rollouts": list(vocabulary), "real_env_steps_during_training": real["env_step"],
+        "graphs": graph_names, "rules_in_rollouts": list(vocabulary),
+        "real_env_steps_during_training": real["env_step"],
         "real_work_units_during_training": sum(real.values()),
         "real_work_during_training": real,
         "dream_episode_return": float(np.nanmean([m["dream/episode_return"] for m in last])) if last else None,
