@@ -84,11 +84,19 @@ from worldmodel.graphs_tuple import (
     placeholder_observation,
     to_graphs_tuple,
 )
+from worldmodel.moves import move
 
 
 def _rewards(cost_deltas, initial_cost: float) -> np.ndarray:
     """The env's rewards of rewrites with these cost deltas (% of the start cost saved)."""
     return -100.0 * np.asarray(cost_deltas, dtype=float) / initial_cost
+
+
+def _best_per_rule(rewards: np.ndarray, rule_of: np.ndarray, n: int) -> np.ndarray:
+    """[n] each rule's best candidate reward (rule_of: each candidate's index into the rules)."""
+    best = np.full(n, -np.inf)
+    np.maximum.at(best, rule_of, rewards)
+    return best
 
 
 def _block_period(places: list[int]) -> int:
@@ -240,39 +248,45 @@ class ControllerAgent:
         z, h = int(mdnrnn.config.latent_dim), int(mdnrnn.config.hidden)
         self._encode = tf.function(vae.encode, input_signature=[graphs_tuple_signature()])
         signature = [tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([None], tf.int32),
-                     tf.TensorSpec([1, h], tf.float32), tf.TensorSpec([1, h], tf.float32)]
+                     tf.TensorSpec([None], tf.float32), tf.TensorSpec([1, h], tf.float32),
+                     tf.TensorSpec([1, h], tf.float32)]
         self._future = tf.function(self._future_py, input_signature=signature)
         self._h0 = mdnrnn.initial_state(1)
         self._two_step = tf.function(self._two_step_py, input_signature=signature)
 
-    def _two_step_py(self, mu, xfers, hidden, cell):
-        n, k = tf.shape(xfers)[0], min(self.lookahead.unlock_rules, self.mdnrnn.n_actions - 1)
+    def _two_step_py(self, mu, moves, taken, hidden, cell):
+        n, k = tf.shape(moves)[0], min(self.lookahead.unlock_rules, self.mdnrnn.n_actions - 1)
         state = snt.LSTMState(hidden=tf.repeat(hidden, n, axis=0), cell=tf.repeat(cell, n, axis=0))
-        out, nxt = self.mdnrnn.step(tf.repeat(mu, n, axis=0), xfers, state)
-        z_next = tf.reduce_sum(tf.nn.softmax(out.logits, -1)[..., None] * out.mu, axis=1)
-        # the k rules M deems likeliest valid after a (stop excluded), each tried from there
+        out, _ = self.mdnrnn.step(tf.repeat(mu, n, axis=0), moves, state, taken)
+        # the k rules M deems likeliest valid after a (stop excluded), each at its best
+        # location as M predicts the candidates there
         _, follow = tf.math.top_k(out.mask_logits[:, :-1], k=k)
-        state2 = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), nxt)
-        reward2 = self.mdnrnn.step_reward(tf.repeat(z_next, k, axis=0), tf.reshape(follow, [-1]), state2)
-        best_next = tf.reduce_max(tf.reshape(reward2, [n, k]), axis=1)
+        reward2 = tf.gather(out.slot_rewards[:, :, 0], follow, batch_dims=1)
+        best_next = tf.reduce_max(reward2, axis=1)
         return out.reward + self.lookahead.gamma * tf.maximum(best_next, 0.0)
 
-    def two_step_returns(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:
-        """M's predicted return of rule a then the best next rule (reward units, as the
-        real rewards): r_a + gamma * max(0, max_b r_b | after a), for each a in `xfers`."""
-        return self._two_step(mu, tf.constant(xfers, tf.int32), self._h0.hidden, self._h0.cell).numpy()
+    def _moves(self, xfers: np.ndarray, best: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
+        """M's inputs for rules `xfers` taken at their best locations, whose rewards are `best`."""
+        return (tf.constant(move(xfers, np.zeros(len(xfers), np.int64), self.mdnrnn.n_actions), tf.int32),
+                tf.constant(best, tf.float32))
+
+    def two_step_returns(self, mu: tf.Tensor, xfers: np.ndarray, best: np.ndarray) -> np.ndarray:
+        """M's predicted return of rule a (at its best location, of reward `best`[a]) then
+        the best next rule (reward units, as the real rewards): r_a + gamma * max(0, max_b
+        r_b | after a), for each a in `xfers`."""
+        return self._two_step(mu, *self._moves(xfers, best), self._h0.hidden, self._h0.cell).numpy()
 
     def warm_up(self) -> None:
         """Traces the tf.functions on dummy inputs (part of loading, not of optimising)."""
         mu, _ = self._encode(to_graphs_tuple(batch_observations([placeholder_observation()])))
         state = self.mdnrnn.initial_state(1)
-        self._future(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
-        self._two_step(mu, tf.constant([0], tf.int32), state.hidden, state.cell)
+        self._future(mu, tf.constant([0], tf.int32), tf.zeros([1]), state.hidden, state.cell)
+        self._two_step(mu, tf.constant([0], tf.int32), tf.zeros([1]), state.hidden, state.cell)
 
-    def _future_py(self, mu, xfers, hidden, cell):
-        n = tf.shape(xfers)[0]
+    def _future_py(self, mu, moves, taken, hidden, cell):
+        n = tf.shape(moves)[0]
         state = snt.LSTMState(hidden=tf.repeat(hidden, n, axis=0), cell=tf.repeat(cell, n, axis=0))
-        out, nxt = self.mdnrnn.step(tf.repeat(mu, n, axis=0), xfers, state)
+        out, nxt = self.mdnrnn.step(tf.repeat(mu, n, axis=0), moves, state, taken)
         z_next = tf.reduce_sum(tf.nn.softmax(out.logits, -1)[..., None] * out.mu, axis=1)
         obs = tf.concat([z_next, nxt.hidden], axis=1)
         exists = tf.sigmoid(out.slot_logits) > 0.5  # M's predicted candidates after a
@@ -282,10 +296,10 @@ class ControllerAgent:
         _, value = self.controller(obs, top, mask)
         return (1.0 - tf.sigmoid(out.done_logit)) * value
 
-    def future_values(self, mu: tf.Tensor, xfers: np.ndarray) -> np.ndarray:
-        """(1 - d_a) * V_C([z'_a, h'_a]) for each rule a in `xfers`, from M and C only
-        (uncentred, undiscounted)."""
-        return self._future(mu, tf.constant(xfers, tf.int32), self._h0.hidden, self._h0.cell).numpy()
+    def future_values(self, mu: tf.Tensor, xfers: np.ndarray, best: np.ndarray) -> np.ndarray:
+        """(1 - d_a) * V_C([z'_a, h'_a]) for each rule a in `xfers` at its best location
+        (of reward `best`[a]), from M and C only (uncentred, undiscounted)."""
+        return self._future(mu, *self._moves(xfers, best), self._h0.hidden, self._h0.cell).numpy()
 
     def scores(self, obs: dict, info: dict) -> tuple[list[tuple[int, int]], np.ndarray]:
         """Every valid (rule, location) of the current real graph and its score."""
@@ -308,7 +322,7 @@ class ControllerAgent:
         mu = encoded() if la.value_weight else None
         future = np.zeros(len(xfers))
         if la.value_weight:
-            future = la.gamma * self.future_values(mu, xfers)
+            future = la.gamma * self.future_values(mu, xfers, _best_per_rule(rewards, rule_of, len(xfers)))
             future = future - future.mean()
         score = self._immediate(rewards) + la.value_weight * future[rule_of]
         # A rewrite that saves runtime is always worth its step: whatever the learned terms
@@ -337,7 +351,8 @@ class ControllerAgent:
                                                     follow=self.last_detour_followed)
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
             mu = encoded() if mu is None else mu
-            rounds = self._detours(self.two_step_returns(mu, xfers), rule_of, rewards)[:max(1, la.detour_rounds)]
+            returns = self.two_step_returns(mu, xfers, _best_per_rule(rewards, rule_of, len(xfers)))
+            rounds = self._detours(returns, rule_of, rewards)[:max(1, la.detour_rounds)]
             self._look_until_one_pays(rounds, looked, cands, rewards, score, info["initial_cost"])
         return actions, score
 

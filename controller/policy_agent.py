@@ -25,6 +25,7 @@ import tensorflow as tf
 from controller.policy import Controller, slot_action
 from worldmodel.dream_env import slot_mask
 from worldmodel.graphs_tuple import batch_observations, graphs_tuple_signature, placeholder_observation, to_graphs_tuple
+from worldmodel.moves import move
 
 
 class PolicyAgent:
@@ -45,7 +46,7 @@ class PolicyAgent:
             tf.TensorSpec([1, z], tf.float32), *state, tf.TensorSpec([1, None, config.top_locations], tf.float32),
             tf.TensorSpec([1, config.n_actions], tf.bool)])
         self._advance = tf.function(self._advance_py, input_signature=[
-            tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([1], tf.int32), *state])
+            tf.TensorSpec([1, z], tf.float32), tf.TensorSpec([1], tf.int32), tf.TensorSpec([1], tf.float32), *state])
         self._state = None
         self.trace: list[tuple[int, int, int, float]] = []
 
@@ -53,8 +54,8 @@ class PolicyAgent:
         logits, _ = self.controller(tf.concat([z, hidden], axis=1), top, mask)
         return tf.nn.softmax(logits)[0]
 
-    def _advance_py(self, z, rule, hidden, cell):
-        _, state = self.mdnrnn.step(z, rule, snt.LSTMState(hidden=hidden, cell=cell))
+    def _advance_py(self, z, action, taken, hidden, cell):
+        _, state = self.mdnrnn.step(z, action, snt.LSTMState(hidden=hidden, cell=cell), taken)
         return state.hidden, state.cell
 
     def warm_up(self) -> None:
@@ -63,7 +64,7 @@ class PolicyAgent:
         h0 = self.mdnrnn.initial_state(1)
         top = np.full((1, self.n_rules + 1, self.top_locations), -np.inf, np.float32)
         self._policy(z, h0.hidden, h0.cell, top, slot_mask(top, self.config.vocabulary))
-        self._advance(z, tf.zeros([1], tf.int32), h0.hidden, h0.cell)
+        self._advance(z, tf.zeros([1], tf.int32), tf.zeros([1]), h0.hidden, h0.cell)
 
     def __call__(self, obs, info: dict, rng: np.random.Generator) -> np.ndarray:
         if info["step"] == 0 or self._state is None:
@@ -78,7 +79,10 @@ class PolicyAgent:
         location = 0 if rule == self.n_rules else int(info["top_locations"][rule, place])
         self.trace.append((int(info["step"]), rule, location, float(probs[slot])))
         if rule != self.n_rules:
-            self._state = self._advance(z, tf.constant([rule], tf.int32), *self._state)
+            # M reads the rule, the location's rank and the candidate's reward, as in the dream
+            taken = move(rule, place, self.n_rules + 1)
+            self._state = self._advance(z, tf.constant([taken], tf.int32), tf.constant([top[0, rule, place]]),
+                                        *self._state)
         return np.array([rule, location], np.int64)
 
 

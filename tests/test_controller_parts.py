@@ -162,7 +162,7 @@ def test_lookahead_with_no_learned_value_is_greedy_and_stops_at_a_local_optimum(
     best_delta = {int(x): min(c.cost_delta for c in env.candidates(int(x))) for x in xfers}
     worst, greedy_rule = max(best_delta, key=best_delta.get), min(best_delta, key=best_delta.get)
     assert best_delta[worst] > best_delta[greedy_rule]
-    hopeful.future_values = lambda mu, rules: np.where(rules == worst, 1000.0, 0.0)
+    hopeful.future_values = lambda mu, rules, best: np.where(rules == worst, 1000.0, 0.0)
     assert hopeful(obs, info, np.random.default_rng(0))[0] == worst
 
 
@@ -213,7 +213,7 @@ def test_a_learned_detour_is_verified_one_rewrite_further_and_beats_greedy():
     agent.lookahead = type(agent.lookahead)(gamma=1.0, step_cost=0.0, expand=4, detour_rules=1, detour_locations=8)
     asked_where = []  # the best saving on offer whenever M is asked for detours
 
-    def proposal(mu, rules):
+    def proposal(mu, rules, best):
         asked_where.append(max(-c.cost_delta for x in rules for c in agent.env.candidates(int(x))))
         return np.where(rules == enlarge, 1.0, -1.0)
 
@@ -226,7 +226,7 @@ def test_a_learned_detour_is_verified_one_rewrite_further_and_beats_greedy():
     assert enlarge in taken
     assert len(agent.visited) == len(taken)  # start + one new graph per rewrite (the last action is stop)
     # When M promises nothing, the same agent is greedy.
-    agent.two_step_returns = lambda mu, rules: np.full(len(rules), -1.0)
+    agent.two_step_returns = lambda mu, rules, best: np.full(len(rules), -1.0)
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
         greedy.metrics["final_cost"], rel=1e-9)
 
@@ -248,7 +248,7 @@ def test_a_break_even_detour_is_followed_one_rewrite_further(models_dir):
     commute = rules_module.default().names().index("commute_mul")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     agent.lookahead = type(agent.lookahead)()  # the defaults, M proposing every rule
-    agent.two_step_returns = lambda mu, rules: np.ones(len(rules))
+    agent.two_step_returns = lambda mu, rules, best: np.ones(len(rules))
     followed = run_episode(env, agent, 0, record=False)
     assert followed.metrics["final_cost"] < greedy.metrics["final_cost"] * 0.99
     assert [xfer for _, xfer, _, _ in agent.trace].count(commute) >= 10  # one per block
@@ -273,7 +273,7 @@ def test_detours_of_later_rounds_are_looked_at_when_the_first_round_finds_nothin
     at_optimum = env.unwrapped.graph  # greedy's last graph
     barren = sorted({c.rule_id for c in at_optimum.candidates() if c.cost_delta >= 0} - {enlarge})[0]
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
-    agent.two_step_returns = lambda mu, rules: np.select([rules == barren, rules == enlarge], [2.0, 1.0], -1.0)
+    agent.two_step_returns = lambda mu, rules, best: np.select([rules == barren, rules == enlarge], [2.0, 1.0], -1.0)
     one_round = type(agent.lookahead)(gamma=1.0, step_cost=0.0, detour_rules=1, detour_locations=8, detour_rounds=1)
     agent.lookahead = one_round
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
@@ -297,7 +297,7 @@ def test_a_rules_further_locations_are_looked_at_in_a_later_round():
     greedy = run_episode(env, GreedyPolicy(env), 0, record=False)
     enlarge = rules_module.default().names().index("enlarge_conv_1x1_to_3x3")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
-    agent.two_step_returns = lambda mu, rules: np.where(rules == enlarge, 1.0, -1.0)
+    agent.two_step_returns = lambda mu, rules, best: np.where(rules == enlarge, 1.0, -1.0)
     first_round = type(agent.lookahead)(detour_rules=8, detour_locations=4, detour_rounds=1)
     agent.lookahead = first_round
     assert run_episode(env, agent, 0, record=False).metrics["final_cost"] == pytest.approx(
@@ -334,7 +334,7 @@ def test_a_cost_neutral_detour_is_followed_into_a_three_step_valley(models_dir):
     commute = rules_module.default().names().index("commute_mul")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     agent.lookahead = type(agent.lookahead)(detour_rules=1, detour_locations=40)
-    agent.two_step_returns = lambda mu, rules: np.where(rules == commute, 1.0, -1.0)
+    agent.two_step_returns = lambda mu, rules, best: np.where(rules == commute, 1.0, -1.0)
     followed = run_episode(env, agent, 0, record=False)
     assert followed.metrics["final_cost"] < greedy.metrics["final_cost"] * (1 - 1e-3)
     assert commute in [xfer for _, xfer, _, _ in agent.trace]
@@ -358,7 +358,7 @@ def test_the_rule_of_the_last_detour_taken_is_tried_first_at_the_next_local_opti
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     asked = []
 
-    def first_time_only(mu, rules):
+    def first_time_only(mu, rules, best):
         asked.append(len(rules))
         return np.where(rules == commute, 1.0, -1.0) if len(asked) == 1 else np.full(len(rules), -1.0)
 
@@ -388,7 +388,7 @@ def test_repeats_of_a_detour_that_paid_at_once_are_not_followed_further():
     env = GraphRewriteEnv("nasrnn", horizon=80, cost_model="table:h100_fp32")
     agent = _untrained_agent(env, value=0.0, step_cost=0.0)
     agent.lookahead = type(agent.lookahead)()  # the defaults, M proposing every rule
-    agent.two_step_returns = lambda mu, rules: np.ones(len(rules))
+    agent.two_step_returns = lambda mu, rules, best: np.ones(len(rules))
     looks = []  # (follow, whether a repeat look found one that pays) of each repeat phase
     only_once = agent._look_until_one_pays
 

@@ -34,6 +34,7 @@ from worldmodel.evaluation import r2_score
 from worldmodel.mdnrnn import MDNOutput
 from worldmodel.mdnrnn_training import MDNRNNTrainConfig, train_mdnrnn
 from worldmodel.mdnrnn_training import make_train_step as make_m_step
+from worldmodel.moves import move
 from worldmodel.summaries import scatter_image
 from worldmodel.targets import observation_targets
 from worldmodel.tf_utils import init_optimizer
@@ -243,8 +244,15 @@ def test_step_is_the_lstm_and_heads_on_z_and_the_one_hot_action():
     np.testing.assert_allclose(model.step_reward(z, actions, state).numpy(), out.reward.numpy(), rtol=1e-5, atol=1e-6)
     fresh = MDNRNN(MDNRNNConfig(n_rules=N_RULES, **TINY_M))  # a method that reads variables may come first
     assert fresh.step_reward(z, actions, state).shape == (6,)
-    with pytest.raises(tf.errors.InvalidArgumentError):  # an xfer outside the rule set is an error, not a zero row
-        model.step(z[:1], tf.constant([N_RULES + 1], tf.int32), model.initial_state(1))
+    # a move at a place reads as its xfer until trained (its embedding starts at zero)
+    placed = tf.constant(move(actions.numpy(), np.full(6, 1), model.n_actions))
+    np.testing.assert_allclose(model.step(z, placed, state)[0].mask_logits.numpy(), out.mask_logits.numpy(),
+                               rtol=1e-5, atol=1e-5)
+    # the taken candidate's reward is an input: another reward, another prediction
+    moved = model.step(z, actions, state, taken=tf.fill([6], 3.0))[0]
+    assert not np.allclose(moved.slot_logits.numpy(), out.slot_logits.numpy())
+    with pytest.raises(tf.errors.InvalidArgumentError):  # a move outside the rule set's is an error, not a zero row
+        model.step(z[:1], tf.constant([model.n_moves], tf.int32), model.initial_state(1))
 
 
 def test_mdnrnn_loss_ignores_padded_steps():

@@ -31,6 +31,7 @@ from tqdm import tqdm
 from taso_env.env.features import GLOBAL_DIM, NODE_DIM, NUM_OP_TYPES
 from taso_env.env.rollouts import RolloutReader
 from worldmodel.configs import DataConfig
+from worldmodel.moves import move, place_of_reward
 from worldmodel.targets import TARGET_KEYS, batch_targets
 
 
@@ -258,7 +259,8 @@ class EncodedEpisodes:
 
     Arrays (J episodes, L steps, Z latents, R actions):
         mu, log_sigma  [J, L + 1, Z]   V's posterior of every observation
-        actions        [J, L] int32     xfer of each step
+        actions        [J, L] int32     move of each step (worldmodel.mdnrnn.move: the xfer
+                                        and its location's rank among the rule's best)
         rewards        [J, L]
         dones          [J, L]           terminated by step t
         next_masks     [J, L, R]        xfer mask after step t
@@ -285,8 +287,11 @@ class EncodedEpisodes:
         for e, (start, steps) in enumerate(zip(episodes.obs_start, episodes.steps)):
             rows = slice(start, start + steps + 1)
             self.mu[e, : steps + 1], self.log_sigma[e, : steps + 1] = mu[rows], log_sigma[rows]
-            self.actions[e, :steps] = episodes.episode_steps("xfers", e)
-            self.rewards[e, :steps] = episodes.episode_steps("rewards", e)
+            xfers, rewards = episodes.episode_steps("xfers", e), episodes.episode_steps("rewards", e)
+            before = episodes.top_rewards[start:start + steps]
+            places = place_of_reward(rewards, before[np.arange(steps), xfers])
+            self.actions[e, :steps] = move(xfers, places, episodes.n_actions)
+            self.rewards[e, :steps] = rewards
             self.dones[e, :steps] = episodes.episode_steps("terminations", e)
             self.next_masks[e, :steps] = episodes.targets["mask"][start + 1: start + steps + 1]
             self.mask[e, :steps] = 1.0

@@ -13,9 +13,11 @@ obs = [z_t, h_t] (h = the LSTM hidden state, [H]) and top_t; its action is a slo
 Step t with slot (r, l):
     stop                  -> done, reward 0
     a slot that is empty  -> reward `invalid_penalty`, state unchanged
-    otherwise             -> reward top_t[r, l] (the candidate's reward, less
+    otherwise             -> reward top_t[r, l] (the candidate's reward given that it
+                             exists, less
                              `step_cost`, and `detour_cost` where it saves nothing);
-                             M.step(z_t, r, state) gives the done probability, the next
+                             M.step(z_t, move(r, l), state, that reward) gives the done
+                             probability, the next
                              candidates (slot_logits > threshold, their slot_rewards) and
                              the mixture over z_{t+1}; z_{t+1} is sampled. A dream whose
                              candidates are all gone ends, as the real env does.
@@ -36,6 +38,7 @@ import tensorflow as tf
 from gymnasium import spaces
 
 from worldmodel.configs import DreamConfig
+from worldmodel.moves import move
 
 
 def slot_mask(top: np.ndarray, rules) -> np.ndarray:
@@ -79,8 +82,8 @@ class Dream:
         h = int(mdnrnn.config.hidden)
         self._transition = tf.function(self._transition_py, input_signature=[
             tf.TensorSpec([None, self.latent_dim], tf.float32), tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([None, h], tf.float32), tf.TensorSpec([None, h], tf.float32),
-            tf.TensorSpec([2], tf.int32)])
+            tf.TensorSpec([None], tf.float32), tf.TensorSpec([None, h], tf.float32),
+            tf.TensorSpec([None, h], tf.float32), tf.TensorSpec([2], tf.int32)])
         self.stop = self.n_actions - 1
         self.rng = tf.random.Generator.from_seed(seed)
         self.seeds = np.random.default_rng(seed)  # stateless seeds for M's sampling
@@ -96,19 +99,23 @@ class Dream:
         """[B, S + 1] the slots that hold a candidate, and stop."""
         return slot_mask(self.top, self.rules)
 
-    def _transition_py(self, z, rules, hidden, cell, seed):
+    def _transition_py(self, z, moves, taken, hidden, cell, seed):
         """M's step and the draw of z_{t+1}, traced once: (next z, next state, done
         probability, slot probabilities, slot rewards)."""
-        out, state = self.mdnrnn.step(z, rules, snt.LSTMState(hidden=hidden, cell=cell))
+        out, state = self.mdnrnn.step(z, moves, snt.LSTMState(hidden=hidden, cell=cell), taken)
         next_z = self.mdnrnn.sample_z(out, self.config.tau, seed=seed)
         return (next_z, state.hidden, state.cell, tf.sigmoid(out.done_logit), tf.sigmoid(out.slot_logits),
                 out.slot_rewards)
 
     def _predicted_candidates(self, slot_prob: np.ndarray, slot_rewards: np.ndarray) -> np.ndarray:
         """top [B, R, L] from M's slot heads: a slot exists where its probability passes
-        the threshold and the slots before it in its rule exist."""
+        the threshold and the slots before it in its rule exist; its reward is M's
+        E[reward * 1(exists)] over that probability, i.e. the reward given that it exists
+        (the dream has drawn that it does; at most twice the expectation at the default
+        threshold 0.5, so an imagined candidate stays bounded by what M has seen)."""
         exists = np.cumprod(slot_prob > self.config.mask_threshold, axis=2).astype(bool)
-        return np.where(exists, slot_rewards, -np.inf).astype(np.float32)
+        given = slot_rewards / np.maximum(slot_prob, max(self.config.mask_threshold, 1e-3))
+        return np.where(exists, given, -np.inf).astype(np.float32)
 
     def _start(self, n: int):
         idx = self.rng.uniform([n], 0, self.start_latents.shape[0], dtype=tf.int32)
@@ -140,11 +147,12 @@ class Dream:
         moving = ~stop & valid
         rules = np.where(moving, self.rules[np.minimum(actions // self.top_locations, len(self.rules) - 1)], 0)
         locations = np.where(moving, actions % self.top_locations, 0)
+        moves = move(rules, np.where(moving, locations, -1), self.n_rules + 1)
         seed = tf.constant(self.seeds.integers(0, 2**31 - 1, 2), tf.int32)
+        earned = np.where(moving, np.nan_to_num(self.top[rows, rules, locations], neginf=0.0), 0.0).astype(np.float32)
         next_z, hidden, cell, done_prob, slot_prob, slot_rewards = self._transition(
-            self.z, tf.constant(rules, tf.int32), self.state.hidden, self.state.cell, seed)
+            self.z, tf.constant(moves, tf.int32), tf.constant(earned), self.state.hidden, self.state.cell, seed)
         new_state = snt.LSTMState(hidden=hidden, cell=cell)
-        earned = np.nan_to_num(self.top[rows, rules, locations], neginf=0.0)
         charge = self.config.step_cost + self.config.detour_cost * (earned <= 0)
         reward = np.where(stop, 0.0, earned - charge).astype(np.float32)
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)

@@ -1,8 +1,8 @@
 """M: an MDN-RNN that predicts the next latent, the reward, the end and the next mask.
 
-       z_t [B, Z]   one_hot(xfer_t) [B, R]
-           |              |
-           +------+-------+
+       z_t [B, Z]   one_hot(xfer_t) [B, R]   E[move_t] [B, 32]   asinh(r_t) [B, 1]
+           |              |                   |                    |
+           +------+-------+-------------------+--------------------+
                   v
             LSTM (hidden H) --> h_t [B, H]            (state starts at zero every episode)
                   |
@@ -20,6 +20,14 @@
 
 p(z_{t+1} | h_t) = sum_k softmax(logits / tau)_k N(z_{t+1}; mu_k, diag(sigma_k^2 tau)).
 The means are offsets from z_t because one rewrite changes the graph (and z) a little.
+
+An action is a *move* (worldmodel/moves.py): the xfer and the rank of its location among
+the rule's L best, or the xfer alone where that is unknown. The same rule can pay at one
+location and not at another (the valley family's entry); the move's embedding E (zero at
+first, so an unseen move reads as its xfer) lets M tell them apart. M also reads the
+reward of the candidate taken (r_t, what the env's candidates say it saves, known before
+the step; 0 where unknown): what a rewrite leads to scales with what it cost (a valley's
+payback with the size of the conv its entry enlarged), which z alone may not resolve.
 R = n_rules + 1 (the last xfer is stop); L = config.top_locations. The slot heads are
 the dream's candidates: what the real env gives every agent for free after a step (its
 enumeration's candidates and their rewards, info["top_rewards"]), predicted.
@@ -39,6 +47,7 @@ from worldmodel.configs import MDNRNNConfig
 tfd = tfp.distributions
 
 _LOG_SIGMA_MIN, _LOG_SIGMA_MAX = -7.0, 2.0
+MOVE_DIM = 32  # width of a move's embedding (module docstring)
 
 
 class MDNOutput(NamedTuple):
@@ -75,6 +84,12 @@ class MDNRNN(snt.Module):
             self._features = snt.nets.MLP([config.hidden], activate_final=True, name="head_features")
             self._slots = self.n_actions * config.top_locations
             self._heads = snt.Linear(2 + self.n_actions + 2 * self._slots, name="heads")
+            self.n_moves = self.n_actions * (config.top_locations + 1)
+            self._moves = snt.Embed(self.n_moves, MOVE_DIM, initializer=tf.zeros_initializer(), name="move_embedding")
+            self._move_to_gates = snt.Linear(4 * config.hidden, with_bias=False, name="move_to_gates")
+            self._move_to_features = snt.Linear(config.hidden, with_bias=False, name="move_to_features")
+            self._taken_to_gates = snt.Linear(4 * config.hidden, with_bias=False, name="taken_to_gates")
+            self._taken_to_features = snt.Linear(config.hidden, with_bias=False, name="taken_to_features")
         # the head MLP's one layer, whose w and b step() reads (no variable scan per call)
         self._feature_layer = next(m for m in self._features.submodules if isinstance(m, snt.Linear))
         self._built = False  # whether the modules' variables exist (_build)
@@ -95,12 +110,29 @@ class MDNRNN(snt.Module):
         self._lstm(tf.zeros([1, width], z.dtype), self._lstm.initial_state(1))
         self._mdn(tf.zeros([1, h], z.dtype))
         self._heads(self._features(tf.zeros([1, h + width], z.dtype)))
+        embedded = self._moves(tf.zeros([1], tf.int32))
+        self._move_to_gates(embedded)
+        self._move_to_features(embedded)
+        self._taken_to_gates(tf.zeros([1, 1], z.dtype))
+        self._taken_to_features(tf.zeros([1, 1], z.dtype))
         self._built = True
 
     def _of_inputs(self, w: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
-        """[z, one_hot(action)] @ w for w [Z + R, D] (z [N, Z], action [N])."""
+        """[z, one_hot(xfer)] @ w for w [Z + R, D] (z [N, Z], action [N] moves)."""
         zdim = self.config.latent_dim
-        return tf.matmul(z, w[:zdim]) + tf.gather(w[zdim:], action)
+        return tf.matmul(z, w[:zdim]) + tf.gather(w[zdim:], action % self.n_actions)
+
+    @staticmethod
+    def _taken_feature(z: tf.Tensor, taken: tf.Tensor | None) -> tf.Tensor:
+        """[N, 1] asinh of the taken candidate's reward (zeros where not given)."""
+        if taken is None:
+            return tf.zeros([tf.shape(z)[0], 1], z.dtype)
+        return tf.math.asinh(tf.reshape(tf.cast(taken, z.dtype), [-1, 1]))
+
+    def _gates_x(self, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> tf.Tensor:
+        """The LSTM's input gates [N, 4H] of (z, move, taken reward)."""
+        return (self._of_inputs(self._lstm.input_to_hidden, z, action)
+                + self._move_to_gates(self._moves(action)) + self._taken_to_gates(self._taken_feature(z, taken)))
 
     def _lstm_step(self, gates_x: tf.Tensor, state: snt.LSTMState) -> tuple[tf.Tensor, snt.LSTMState]:
         """snt.LSTM's step (gates i, f, g, o) from its input gates [N, 4H]."""
@@ -110,18 +142,20 @@ class MDNRNN(snt.Module):
         hidden = tf.sigmoid(o) * tf.tanh(cell)
         return hidden, snt.LSTMState(hidden=hidden, cell=cell)
 
-    def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
-        """The head MLP (one ReLU layer) on [hidden, z, one_hot(action)]."""
+    def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> tf.Tensor:
+        """The head MLP (one ReLU layer) on [hidden, z, one_hot(action), E[move], taken]."""
         w, h = self._feature_layer.w, self.config.hidden
-        return tf.nn.relu(tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action) + self._feature_layer.b)
+        return tf.nn.relu(tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action)
+                          + self._move_to_features(self._moves(action))
+                          + self._taken_to_features(self._taken_feature(z, taken)) + self._feature_layer.b)
 
-    def _predict(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> MDNOutput:
+    def _predict(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> MDNOutput:
         """Heads on flat [N, ...] tensors."""
         k, zdim = self.config.mixtures, self.config.latent_dim
         params = self._mdn(hidden)
         logits = params[:, :k]
         delta, log_sigma = tf.split(tf.reshape(params[:, k:], [-1, k, 2 * zdim]), 2, axis=-1)
-        heads = self._heads(self._head_features(hidden, z, action))
+        heads = self._heads(self._head_features(hidden, z, action, taken))
         r, slots, shape = self.n_actions, self._slots, [-1, self.n_actions, self.config.top_locations]
         return MDNOutput(logits=logits, mu=z[:, None, :] + delta,
                          log_sigma=tf.clip_by_value(log_sigma, _LOG_SIGMA_MIN, _LOG_SIGMA_MAX),
@@ -130,27 +164,33 @@ class MDNRNN(snt.Module):
                          slot_logits=tf.reshape(heads[:, 2 + r:2 + r + slots], shape),
                          slot_rewards=tf.reshape(heads[:, 2 + r + slots:], shape) * self._reward_scale)
 
-    def step(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState) -> tuple[MDNOutput, snt.LSTMState]:
-        """One step: z [B, Z], action [B] int32 xfer ids, state -> (MDNOutput [B, ...], state)."""
+    def step(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState,
+             taken: tf.Tensor | None = None) -> tuple[MDNOutput, snt.LSTMState]:
+        """One step: z [B, Z], action [B] int32 moves (or xfer ids), state, taken [B] the
+        taken candidate's reward (None: unknown) -> (MDNOutput [B, ...], state)."""
         self._build(z)
-        hidden, state = self._lstm_step(self._of_inputs(self._lstm.input_to_hidden, z, action), state)
-        return self._predict(hidden, z, action), state
+        hidden, state = self._lstm_step(self._gates_x(z, action, taken), state)
+        return self._predict(hidden, z, action, taken), state
 
-    def step_reward(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState) -> tf.Tensor:
+    def step_reward(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState,
+                    taken: tf.Tensor | None = None) -> tf.Tensor:
         """The reward [B] of `step` alone (its other heads not computed)."""
         self._build(z)
-        hidden, _ = self._lstm_step(self._of_inputs(self._lstm.input_to_hidden, z, action), state)
-        features = self._head_features(hidden, z, action)
+        hidden, _ = self._lstm_step(self._gates_x(z, action, taken), state)
+        features = self._head_features(hidden, z, action, taken)
         return (tf.linalg.matvec(features, self._heads.w[:, 0]) + self._heads.b[0]) * self._reward_scale
 
-    def __call__(self, z_seq: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor | None = None) -> MDNOutput:
-        """Whole episodes from their start: z_seq [B, T, Z], actions [B, T] int32,
-        mask [B, T] (1 = real step; on padding the state is held) -> MDNOutput [B, T, ...].
+    def __call__(self, z_seq: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor | None = None,
+                 taken: tf.Tensor | None = None) -> MDNOutput:
+        """Whole episodes from their start: z_seq [B, T, Z], actions [B, T] int32 moves,
+        mask [B, T] (1 = real step; on padding the state is held), taken [B, T] the taken
+        candidates' rewards (None: unknown) -> MDNOutput [B, T, ...].
         """
         self._build(z_seq)
         batch, steps = tf.shape(z_seq)[0], tf.shape(z_seq)[1]
         flat_z, flat_actions = tf.reshape(z_seq, [batch * steps, -1]), tf.reshape(actions, [-1])
-        gates_x = tf.reshape(self._of_inputs(self._lstm.input_to_hidden, flat_z, flat_actions),
+        flat_taken = None if taken is None else tf.reshape(taken, [-1])
+        gates_x = tf.reshape(self._gates_x(flat_z, flat_actions, flat_taken),
                              [batch, steps, 4 * self.config.hidden])
         if mask is None:
             mask = tf.ones([batch, steps], z_seq.dtype)
@@ -167,7 +207,7 @@ class MDNRNN(snt.Module):
         init = self.initial_state(batch)
         hidden, _ = tf.scan(cell, time_major, initializer=(init.hidden, init))
         hidden = tf.reshape(tf.transpose(hidden, [1, 0, 2]), [batch * steps, self.config.hidden])
-        out = self._predict(hidden, flat_z, flat_actions)
+        out = self._predict(hidden, flat_z, flat_actions, flat_taken)
         k, zdim, slots = self.config.mixtures, self.config.latent_dim, [batch, steps, self.n_actions, -1]
         return MDNOutput(logits=tf.reshape(out.logits, [batch, steps, k]),
                          mu=tf.reshape(out.mu, [batch, steps, k, zdim]),
@@ -215,7 +255,7 @@ class MDNRNN(snt.Module):
         error in reward_scale units of E[reward * 1(slot exists)] over all slots, per slot
         that exists)} with total = z_nll + weighted head losses."""
         c = self.config
-        out = self(z_seq, actions, mask)
+        out = self(z_seq, actions, mask, taken=rewards)  # the step reward is the taken candidate's
         mask = tf.cast(mask, tf.float32)
         steps = tf.maximum(tf.reduce_sum(mask), 1.0)
         mean = lambda per_step: tf.reduce_sum(per_step * mask) / steps  # noqa: E731

@@ -65,7 +65,7 @@ def make_predict(model: MDNRNN) -> Callable:
     """EncodedEpisodes batch -> numpy predictions for evaluation.mdnrnn_metrics."""
 
     def run(z, actions, next_z, rewards, dones, next_masks, next_top_rewards, mask):
-        out = model(z, actions, mask)
+        out = model(z, actions, mask, taken=rewards)  # as in training: M reads the taken candidate's reward
         mixture = model.mixture(out, tau=1.0)
         return {"z_nll": -mixture.log_prob(next_z) / model.config.latent_dim, "z_mean": mixture.mean(),
                 "reward": out.reward, "done_logit": out.done_logit, "mask_logits": out.mask_logits,

@@ -49,7 +49,7 @@ from taso_env.env.rollouts import (
 from taso_env.errors import ConfigError, TasoEnvError
 from taso_env.run_folder import ConfigMismatchError, RunFolder
 
-POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy")
+POLICIES = ("random", "random_best_location", "greedy", "epsilon_greedy", "explore_optima")
 RESUMABLE_FIELDS = ("workers", "episodes", "out", "ray")  # may differ on a resumed run
 COLLECT_SECTION = "collect"  # its section of runs/<name>/config.json
 WRITE_THREADS = 4  # the writer's threads: their fsyncs overlap (RolloutWriter)
@@ -67,14 +67,15 @@ class CollectConfig:
         graphs: built-in network names or ONNX paths; episode i plays graphs[i % n].
         episodes: episode ids 0..episodes-1 are collected.
         out: the rollout index file, runs/<name>/rollouts.h5.
-        policy: "random", "random_best_location", "greedy" or "epsilon_greedy"
-            (taso_env.env.policies).
+        policy: "random", "random_best_location", "greedy", "epsilon_greedy" or
+            "explore_optima" (taso_env.env.policies).
         workers: worker processes; 0 plays in this process. With ray: episodes in
             flight at once (0: one per CPU of the cluster), and a local Ray's CPUs.
         horizon / cost_model / max_locations: the env's settings (EnvConfig).
         seed: episode i uses seed + i.
         epsilon: random-action probability of epsilon_greedy.
-        stop_prob: per-step stop probability of the random policy.
+        stop_prob: per-step stop probability of the random policies; explore_optima's
+            at a local optimum (0: its default, 0.1).
         ray: run the episodes as Ray tasks (needs `pip install rlflow[ray]`): the flag
             alone ("local") starts a private Ray bound to 127.0.0.1 only; an address
             (host:port of a cluster's head, "auto", ray://host:10001) joins that
@@ -174,7 +175,8 @@ def make_collect_policy(cfg: CollectConfig, env):
 
     kwargs = {"random": {"stop_prob": cfg.stop_prob}, "random_best_location": {"stop_prob": cfg.stop_prob},
               "greedy": {},
-              "epsilon_greedy": {"epsilon": cfg.epsilon}}[cfg.policy]
+              "epsilon_greedy": {"epsilon": cfg.epsilon},
+              "explore_optima": {"stop_prob": cfg.stop_prob} if cfg.stop_prob else {}}[cfg.policy]
     return make_policy(cfg.policy, env, **kwargs)
 
 

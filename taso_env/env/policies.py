@@ -70,9 +70,49 @@ class RandomXferBestLocation:
         return np.array([int(xfer), int(np.argmin(deltas))])
 
 
+class OptimumExplorer:
+    """Rollouts that show what lies past a local optimum, from the candidates the env gives
+    every agent (info["top_rewards"] / ["top_locations"]: no engine work of its own).
+
+    While a rewrite improves: the best one with probability `best_prob`, else the best
+    location of a rule drawn uniformly among the improving ones (so that after a losing
+    rewrite the episode often goes on by a rewrite other than the undo greedy would take).
+    At a local optimum: stop with probability `stop_prob`, else a losing rewrite that
+    loses at most `max_loss` (reward units, % of the start cost: backtracking's alpha
+    1.05 is 5), its rule drawn uniformly among those with such a candidate and its place
+    among them uniformly; stop where none is that cheap. A valley's entry, then its
+    payback, are in such episodes; greedy's are not."""
+
+    def __init__(self, best_prob: float = 0.5, stop_prob: float = 0.1, max_loss: float = 5.0):
+        for name, p in (("best_prob", best_prob), ("stop_prob", stop_prob)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {p}")
+        if max_loss < 0:
+            raise ValueError(f"max_loss must be >= 0, got {max_loss}")
+        self.best_prob, self.stop_prob, self.max_loss = best_prob, stop_prob, max_loss
+
+    def __call__(self, obs: dict, info: dict, rng: np.random.Generator) -> np.ndarray:
+        top = np.asarray(info["top_rewards"])[:-1]
+        places = np.asarray(info["top_locations"])[:-1]
+        exists = np.isfinite(top)
+        improving = exists & (top > 1e-9)
+        if improving.any():
+            if rng.random() < self.best_prob:
+                rule, place = np.unravel_index(int(np.argmax(np.where(exists, top, -np.inf))), top.shape)
+            else:
+                rule, place = int(rng.choice(np.flatnonzero(improving.any(axis=1)))), 0
+        else:
+            affordable = exists & (top >= -self.max_loss)
+            if not affordable.any() or rng.random() < self.stop_prob:
+                return _stop(info)
+            rule = int(rng.choice(np.flatnonzero(affordable.any(axis=1))))
+            place = int(rng.choice(np.flatnonzero(affordable[rule])))
+        return np.array([int(rule), int(places[rule, place])])
+
+
 def make_policy(name: str, env, **kwargs) -> Policy:
-    """A baseline policy by name: "random", "random_best_location", "greedy" or
-    "epsilon_greedy"."""
+    """A baseline policy by name: "random", "random_best_location", "greedy",
+    "epsilon_greedy" or "explore_optima"."""
     if name == "random":
         return RandomPolicy(**kwargs)
     if name == "random_best_location":
@@ -81,4 +121,7 @@ def make_policy(name: str, env, **kwargs) -> Policy:
         return GreedyPolicy(env, **kwargs)
     if name == "epsilon_greedy":
         return GreedyPolicy(env, epsilon=kwargs.pop("epsilon", 0.3), **kwargs)
-    raise ValueError(f"unknown policy {name!r}; use random, random_best_location, greedy or epsilon_greedy")
+    if name == "explore_optima":
+        return OptimumExplorer(**kwargs)
+    raise ValueError(f"unknown policy {name!r}; use random, random_best_location, greedy, epsilon_greedy or "
+                     "explore_optima")
