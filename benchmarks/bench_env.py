@@ -103,7 +103,7 @@ def driver_row(graphs: list[str], episodes: int, horizon: int) -> dict:
         env = make_env(cfg)
         played = play_encoded(cfg, env, make_collect_policy(cfg, env), RolloutMeta.from_env(env), 0)
 
-        def replay(cfg, meta, episode_id):  # a closure: Ray ships it to the workers by value
+        def replay(cfg, meta, episode_id, driver_folder=None):  # a closure: Ray ships it to the workers by value
             return dataclasses.replace(played, episode_id=episode_id)
 
         task, ray_collection.rlflow_collect_episode = ray_collection.rlflow_collect_episode, replay

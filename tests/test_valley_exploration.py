@@ -122,7 +122,7 @@ def test_m_tells_a_rule_taken_at_one_place_from_the_same_rule_at_another():
 
     tf.random.set_seed(0)
     rng = np.random.default_rng(0)
-    n_rules, places, b, t, zdim = 3, 2, 64, 3, 4
+    n_rules, places, b, t, zdim = 3, 2, 32, 3, 4
     model = MDNRNN(MDNRNNConfig(n_rules=n_rules, latent_dim=zdim, hidden=16, mixtures=1, top_locations=places,
                                 reward_scale=1.0))
     n_actions = n_rules + 1
@@ -134,7 +134,7 @@ def test_m_tells_a_rule_taken_at_one_place_from_the_same_rule_at_another():
     after[..., 0, :] = -1.0
     after[..., 1, 0] = np.where(place == 0, 2.0, -np.inf)  # the payback, after the best place only
     optimizer = tf.keras.optimizers.Adam(1e-2)
-    for _ in range(150):
+    for _ in range(80):
         with tf.GradientTape() as tape:
             loss = model.loss(z, moves, z, rewards, np.zeros((b, t), np.float32),
                               np.ones((b, t, n_actions), np.float32), after, np.ones((b, t), np.float32))["total"]

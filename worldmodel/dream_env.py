@@ -13,8 +13,7 @@ obs = [z_t, h_t] (h = the LSTM hidden state, [H]) and top_t; its action is a slo
 Step t with slot (r, l):
     stop                  -> done, reward 0
     a slot that is empty  -> reward `invalid_penalty`, state unchanged
-    otherwise             -> reward top_t[r, l] (the candidate's reward given that it
-                             exists, less
+    otherwise             -> reward top_t[r, l] (the candidate's reward, less
                              `step_cost`, and `detour_cost` where it saves nothing);
                              M.step(z_t, move(r, l), state, that reward) gives the done
                              probability, the next
@@ -110,12 +109,11 @@ class Dream:
     def _predicted_candidates(self, slot_prob: np.ndarray, slot_rewards: np.ndarray) -> np.ndarray:
         """top [B, R, L] from M's slot heads: a slot exists where its probability passes
         the threshold and the slots before it in its rule exist; its reward is M's
-        E[reward * 1(exists)] over that probability, i.e. the reward given that it exists
-        (the dream has drawn that it does; at most twice the expectation at the default
-        threshold 0.5, so an imagined candidate stays bounded by what M has seen)."""
+        E[reward * 1(exists)], shrunk where M is unsure of it (not divided by that
+        probability: on the valley family that made M's small errors on fuse / unfuse
+        rewards into cycles a controller learned to ride)."""
         exists = np.cumprod(slot_prob > self.config.mask_threshold, axis=2).astype(bool)
-        given = slot_rewards / np.maximum(slot_prob, max(self.config.mask_threshold, 1e-3))
-        return np.where(exists, given, -np.inf).astype(np.float32)
+        return np.where(exists, slot_rewards, -np.inf).astype(np.float32)
 
     def _start(self, n: int):
         idx = self.rng.uniform([n], 0, self.start_latents.shape[0], dtype=tf.int32)
