@@ -46,3 +46,22 @@ def test_a_fitting_checkpoint_restores(tmp_path):
     restore_checked(make_checkpoint(restored), path).assert_existing_objects_matched()
     for a, b in zip(saved.variables, restored.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_an_m_saved_before_moves_is_refused_by_name(tmp_path):
+    """An M checkpoint of the earlier layout (no move embedding, no taken-reward input):
+    a typed error that says to retrain, not TensorFlow's assertion."""
+    from worldmodel.checkpoints import MDNRNN_DIR, build_mdnrnn, load_mdnrnn
+    from worldmodel.configs import MDNRNNConfig
+    from worldmodel.mdnrnn import MDNRNN
+
+    config = MDNRNNConfig(n_rules=5, latent_dim=4, hidden=8, mixtures=2)
+    old = MDNRNN(config)
+    build_mdnrnn(old)
+    for part in ("_moves", "_move_to_gates", "_move_to_features", "_taken_to_gates", "_taken_to_features"):
+        delattr(old, part)  # what an M of the earlier layout saved
+    run = str(tmp_path)
+    RunFolder(run).prepare_stage(MDNRNN_DIR, {"model": asdict(config)})
+    make_checkpoint(old).save(os.path.join(run, MDNRNN_DIR, "ckpt"))
+    with pytest.raises(CheckpointMismatchError, match=r"ckpt-1 lacks parts.*--restart"):
+        load_mdnrnn(run)

@@ -133,7 +133,13 @@ def _restore(model, folder: str) -> str:
     latest = tf.train.latest_checkpoint(folder)
     if latest is None:
         raise CheckpointNotFoundError(f"no checkpoint under {folder}")
-    restore_checked(make_checkpoint(model), latest).expect_partial().assert_existing_objects_matched()
+    status = restore_checked(make_checkpoint(model), latest).expect_partial()
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as err:
+        raise CheckpointMismatchError(
+            f"the checkpoint {latest} lacks parts of this rlflow's model (saved by an earlier version, e.g. an M "
+            f"without move embeddings): retrain that stage with --restart ({str(err)[:200]})") from err
     return latest
 
 
