@@ -8,7 +8,8 @@ row is evaluated on the held-out members (taso_env/graphs/valley_family.py).
 Steps, each an `rlflow` command (rerunning resumes where it stopped):
     collect   valley_0..7, --policy explore_optima (greedy's optimum, then affordable
               losing rewrites and random improving ones), table:h100_fp32
-    V, M      on those rollouts (OUT/world)
+    V, M      on those rollouts (OUT/world); M with --candidate-inputs (it reads the move
+              and the taken candidate's reward)
     per seed  OUT/seed_<s>: the world's V, M and rollouts (linked), the controller
               trained with that seed and the requested variants (untrained_world,
               myopic_world); `rlflow evaluate` of every row on the held-out members
@@ -56,7 +57,7 @@ def world(out: str, a) -> str:
            "--workers", str(a.workers), "--horizon", str(a.horizon), "--cost-model", COST_MODEL,
            "--out", os.path.join(run, "rollouts.h5"))
     rlflow("train-vae", "--run", run, "--steps", str(a.vae_steps), "--seed", "0")
-    rlflow("train-mdnrnn", "--run", run, "--steps", str(a.mdnrnn_steps), "--seed", "0")
+    rlflow("train-mdnrnn", "--run", run, "--steps", str(a.mdnrnn_steps), "--seed", "0", "--candidate-inputs")
     return run
 
 

@@ -49,13 +49,14 @@ def test_a_fitting_checkpoint_restores(tmp_path):
 
 
 def test_an_m_saved_before_moves_is_refused_by_name(tmp_path):
-    """An M checkpoint of the earlier layout (no move embedding, no taken-reward input):
-    a typed error that says to retrain, not TensorFlow's assertion."""
+    """An M checkpoint without the candidate inputs loaded as an M that reads them (no move
+    embedding, no taken-reward input): a typed error that says to retrain, not
+    TensorFlow's assertion."""
     from worldmodel.checkpoints import MDNRNN_DIR, build_mdnrnn, load_mdnrnn
     from worldmodel.configs import MDNRNNConfig
     from worldmodel.mdnrnn import MDNRNN
 
-    config = MDNRNNConfig(n_rules=5, latent_dim=4, hidden=8, mixtures=2)
+    config = MDNRNNConfig(n_rules=5, latent_dim=4, hidden=8, mixtures=2, candidate_inputs=True)
     old = MDNRNN(config)
     build_mdnrnn(old)
     for part in ("_moves", "_move_to_gates", "_move_to_features", "_taken_to_gates", "_taken_to_features"):

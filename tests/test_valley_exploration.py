@@ -124,7 +124,7 @@ def test_m_tells_a_rule_taken_at_one_place_from_the_same_rule_at_another():
     rng = np.random.default_rng(0)
     n_rules, places, b, t, zdim = 3, 2, 32, 3, 4
     model = MDNRNN(MDNRNNConfig(n_rules=n_rules, latent_dim=zdim, hidden=16, mixtures=1, top_locations=places,
-                                reward_scale=1.0))
+                                reward_scale=1.0, candidate_inputs=True))
     n_actions = n_rules + 1
     place = rng.integers(0, places, size=(b, t))
     moves = move(np.zeros((b, t), np.int64), place, n_actions)

@@ -244,13 +244,18 @@ def test_step_is_the_lstm_and_heads_on_z_and_the_one_hot_action():
     np.testing.assert_allclose(model.step_reward(z, actions, state).numpy(), out.reward.numpy(), rtol=1e-5, atol=1e-6)
     fresh = MDNRNN(MDNRNNConfig(n_rules=N_RULES, **TINY_M))  # a method that reads variables may come first
     assert fresh.step_reward(z, actions, state).shape == (6,)
-    # a move at a place reads as its xfer until trained (its embedding starts at zero)
+    # without candidate inputs a move reads as its xfer; with them, a move at a place reads
+    # as its xfer until trained (its embedding starts at zero) and the taken candidate's
+    # reward is an input: another reward, another prediction
     placed = tf.constant(move(actions.numpy(), np.full(6, 1), model.n_actions))
     np.testing.assert_allclose(model.step(z, placed, state)[0].mask_logits.numpy(), out.mask_logits.numpy(),
                                rtol=1e-5, atol=1e-5)
-    # the taken candidate's reward is an input: another reward, another prediction
-    moved = model.step(z, actions, state, taken=tf.fill([6], 3.0))[0]
-    assert not np.allclose(moved.slot_logits.numpy(), out.slot_logits.numpy())
+    reading = MDNRNN(MDNRNNConfig(n_rules=N_RULES, candidate_inputs=True, **TINY_M))
+    base = reading.step(z, actions, state)[0]
+    np.testing.assert_allclose(reading.step(z, placed, state)[0].mask_logits.numpy(), base.mask_logits.numpy(),
+                               rtol=1e-5, atol=1e-5)
+    moved = reading.step(z, actions, state, taken=tf.fill([6], 3.0))[0]
+    assert not np.allclose(moved.slot_logits.numpy(), base.slot_logits.numpy())
     with pytest.raises(tf.errors.InvalidArgumentError):  # a move outside the rule set's is an error, not a zero row
         model.step(z[:1], tf.constant([model.n_moves], tf.int32), model.initial_state(1))
 

@@ -100,6 +100,11 @@ class MDNRNNConfig:
             rule's K most rewarding locations: whether each exists and its reward; the
             env's `top_locations`, recorded in the rollouts as infos/top_rewards).
         candidate_weight: loss weight of those predictions (existence BCE + reward MSE).
+        candidate_inputs: M also reads each step's move (the rule and its location's rank
+            among the rule's best, worldmodel/moves.py) and the taken candidate's reward,
+            so that a dream can tell a rule that pays at one place from the same rule at
+            another (the valley family). Off by default: on the README's main job it let
+            the controller ride rewrite cycles to the step limit.
     """
 
     n_rules: int
@@ -113,6 +118,7 @@ class MDNRNNConfig:
     mask_weight: float = 1.0
     top_locations: int = 4
     candidate_weight: float = 1.0
+    candidate_inputs: bool = False
 
     def __post_init__(self):
         for name in ("n_rules", "latent_dim", "hidden", "mixtures", "top_locations"):

@@ -22,10 +22,11 @@ p(z_{t+1} | h_t) = sum_k softmax(logits / tau)_k N(z_{t+1}; mu_k, diag(sigma_k^2
 The means are offsets from z_t because one rewrite changes the graph (and z) a little.
 
 An action is a *move* (worldmodel/moves.py): the xfer and the rank of its location among
-the rule's L best, or the xfer alone where that is unknown. The same rule can pay at one
-location and not at another (the valley family's entry); the move's embedding E (zero at
-first, so an unseen move reads as its xfer) lets M tell them apart. M also reads the
-reward of the candidate taken (r_t, what the env's candidates say it saves, known before
+the rule's L best, or the xfer alone where that is unknown. With
+`MDNRNNConfig.candidate_inputs` (off by default) M reads more than the xfer: the same rule
+can pay at one location and not at another (the valley family's entry); the move's
+embedding E (zero at first, so an unseen move reads as its xfer) lets M tell them apart,
+and M also reads the reward of the candidate taken (r_t, what the env's candidates say it saves, known before
 the step; 0 where unknown): what a rewrite leads to scales with what it cost (a valley's
 payback with the size of the conv its entry enlarged), which z alone may not resolve.
 R = n_rules + 1 (the last xfer is stop); L = config.top_locations. The slot heads are
@@ -85,11 +86,13 @@ class MDNRNN(snt.Module):
             self._slots = self.n_actions * config.top_locations
             self._heads = snt.Linear(2 + self.n_actions + 2 * self._slots, name="heads")
             self.n_moves = self.n_actions * (config.top_locations + 1)
-            self._moves = snt.Embed(self.n_moves, MOVE_DIM, initializer=tf.zeros_initializer(), name="move_embedding")
-            self._move_to_gates = snt.Linear(4 * config.hidden, with_bias=False, name="move_to_gates")
-            self._move_to_features = snt.Linear(config.hidden, with_bias=False, name="move_to_features")
-            self._taken_to_gates = snt.Linear(4 * config.hidden, with_bias=False, name="taken_to_gates")
-            self._taken_to_features = snt.Linear(config.hidden, with_bias=False, name="taken_to_features")
+            if config.candidate_inputs:
+                self._moves = snt.Embed(self.n_moves, MOVE_DIM, initializer=tf.zeros_initializer(),
+                                        name="move_embedding")
+                self._move_to_gates = snt.Linear(4 * config.hidden, with_bias=False, name="move_to_gates")
+                self._move_to_features = snt.Linear(config.hidden, with_bias=False, name="move_to_features")
+                self._taken_to_gates = snt.Linear(4 * config.hidden, with_bias=False, name="taken_to_gates")
+                self._taken_to_features = snt.Linear(config.hidden, with_bias=False, name="taken_to_features")
         # the head MLP's one layer, whose w and b step() reads (no variable scan per call)
         self._feature_layer = next(m for m in self._features.submodules if isinstance(m, snt.Linear))
         self._built = False  # whether the modules' variables exist (_build)
@@ -110,11 +113,12 @@ class MDNRNN(snt.Module):
         self._lstm(tf.zeros([1, width], z.dtype), self._lstm.initial_state(1))
         self._mdn(tf.zeros([1, h], z.dtype))
         self._heads(self._features(tf.zeros([1, h + width], z.dtype)))
-        embedded = self._moves(tf.zeros([1], tf.int32))
-        self._move_to_gates(embedded)
-        self._move_to_features(embedded)
-        self._taken_to_gates(tf.zeros([1, 1], z.dtype))
-        self._taken_to_features(tf.zeros([1, 1], z.dtype))
+        if self.config.candidate_inputs:
+            embedded = self._moves(tf.zeros([1], tf.int32))
+            self._move_to_gates(embedded)
+            self._move_to_features(embedded)
+            self._taken_to_gates(tf.zeros([1, 1], z.dtype))
+            self._taken_to_features(tf.zeros([1, 1], z.dtype))
         self._built = True
 
     def _of_inputs(self, w: tf.Tensor, z: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
@@ -131,8 +135,17 @@ class MDNRNN(snt.Module):
 
     def _gates_x(self, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> tf.Tensor:
         """The LSTM's input gates [N, 4H] of (z, move, taken reward)."""
-        return (self._of_inputs(self._lstm.input_to_hidden, z, action)
-                + self._move_to_gates(self._moves(action)) + self._taken_to_gates(self._taken_feature(z, taken)))
+        self._check_move(action)
+        gates = self._of_inputs(self._lstm.input_to_hidden, z, action)
+        if not self.config.candidate_inputs:
+            return gates
+        return gates + self._move_to_gates(self._moves(action)) + self._taken_to_gates(self._taken_feature(z, taken))
+
+    def _check_move(self, action: tf.Tensor) -> None:
+        """A move outside the rule set's is an error, not a zero row (tf.gather on CPU
+        would raise too; this says so on any device)."""
+        tf.debugging.assert_less(action, self.n_moves, message="M: a move outside the rule set's moves")
+        tf.debugging.assert_non_negative(action, message="M: a negative move")
 
     def _lstm_step(self, gates_x: tf.Tensor, state: snt.LSTMState) -> tuple[tf.Tensor, snt.LSTMState]:
         """snt.LSTM's step (gates i, f, g, o) from its input gates [N, 4H]."""
@@ -145,9 +158,11 @@ class MDNRNN(snt.Module):
     def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> tf.Tensor:
         """The head MLP (one ReLU layer) on [hidden, z, one_hot(action), E[move], taken]."""
         w, h = self._feature_layer.w, self.config.hidden
-        return tf.nn.relu(tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action)
-                          + self._move_to_features(self._moves(action))
-                          + self._taken_to_features(self._taken_feature(z, taken)) + self._feature_layer.b)
+        features = tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action) + self._feature_layer.b
+        if self.config.candidate_inputs:
+            features += (self._move_to_features(self._moves(action))
+                         + self._taken_to_features(self._taken_feature(z, taken)))
+        return tf.nn.relu(features)
 
     def _predict(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> MDNOutput:
         """Heads on flat [N, ...] tensors."""
