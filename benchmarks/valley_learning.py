@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import emit  # noqa: E402
 
 from controller.versus_greedy import MARGIN  # noqa: E402
+from rlflow.pipeline import run_stage  # noqa: E402
 from taso_env.graphs import valley_family  # noqa: E402
 
 COST_MODEL = "table:h100_fp32"
@@ -44,9 +44,11 @@ ROWS = {"controller": None, "controller_random_init": None, "controller_untraine
 SHARED = ("config.json", "rollouts.h5", "rollouts.h5.episodes", "vae", "mdnrnn")
 
 
-def rlflow(*args: str) -> None:
-    print("+ rlflow " + " ".join(args), file=sys.stderr, flush=True)
-    subprocess.run([sys.executable, "-m", "rlflow", *args], check=True)
+def rlflow(command: str, *args: str) -> None:
+    """`rlflow <command> <args>` in a child process (rlflow.pipeline.run_stage), from the
+    working folder; paths in `args` are absolute (main makes --out so)."""
+    print(f"+ rlflow {command} " + " ".join(args), file=sys.stderr, flush=True)
+    run_stage(command, args, cwd=os.getcwd())
 
 
 def world(out: str, a) -> str:
@@ -90,6 +92,7 @@ def main(argv=None) -> int:
     p.add_argument("--num-dreams", type=int, default=32)
     p.add_argument("--rollout-steps", type=int, default=16)
     a = p.parse_args(argv)
+    a.out = os.path.abspath(a.out)
     world_run = world(a.out, a)
     held_out = valley_family.members("held_out")
     rows = [r for r, v in ROWS.items() if v is None or v in a.variants]

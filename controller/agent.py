@@ -320,9 +320,10 @@ class ControllerAgent:
             return self._encode(to_graphs_tuple(batch_observations([obs])))[0]
 
         mu = encoded() if la.value_weight else None
+        best = _best_per_rule(rewards, rule_of, len(xfers))  # what M reads of each rule taken at its best
         future = np.zeros(len(xfers))
         if la.value_weight:
-            future = la.gamma * self.future_values(mu, xfers, _best_per_rule(rewards, rule_of, len(xfers)))
+            future = la.gamma * self.future_values(mu, xfers, best)
             future = future - future.mean()
         score = self._immediate(rewards) + la.value_weight * future[rule_of]
         # A rewrite that saves runtime is always worth its step: whatever the learned terms
@@ -351,7 +352,7 @@ class ControllerAgent:
                                                     follow=self.last_detour_followed)
         if propose:  # M's detours, a round of `detour_rules` rules at a time, until one pays
             mu = encoded() if mu is None else mu
-            returns = self.two_step_returns(mu, xfers, _best_per_rule(rewards, rule_of, len(xfers)))
+            returns = self.two_step_returns(mu, xfers, best)
             rounds = self._detours(returns, rule_of, rewards)[:max(1, la.detour_rounds)]
             self._look_until_one_pays(rounds, looked, cands, rewards, score, info["initial_cost"])
         return actions, score

@@ -259,7 +259,7 @@ class EncodedEpisodes:
 
     Arrays (J episodes, L steps, Z latents, R actions):
         mu, log_sigma  [J, L + 1, Z]   V's posterior of every observation
-        actions        [J, L] int32     move of each step (worldmodel.mdnrnn.move: the xfer
+        actions        [J, L] int32     move of each step (worldmodel.moves.move: the xfer
                                         and its location's rank among the rule's best)
         rewards        [J, L]
         dones          [J, L]           terminated by step t

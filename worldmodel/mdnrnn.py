@@ -142,8 +142,8 @@ class MDNRNN(snt.Module):
         return gates + self._move_to_gates(self._moves(action)) + self._taken_to_gates(self._taken_feature(z, taken))
 
     def _check_move(self, action: tf.Tensor) -> None:
-        """A move outside the rule set's is an error, not a zero row (tf.gather on CPU
-        would raise too; this says so on any device)."""
+        """A move outside the rule set's is an error: `_of_inputs` reads a move modulo R,
+        which would wrap it silently onto some rule."""
         tf.debugging.assert_less(action, self.n_moves, message="M: a move outside the rule set's moves")
         tf.debugging.assert_non_negative(action, message="M: a negative move")
 
