@@ -2,6 +2,7 @@
 
     python fuzz/fuzz_rollout_reader.py -atheris_runs=100000 -timeout=10
     python fuzz/fuzz_rollout_reader.py --guarded ...   # RolloutReader(untrusted=True)
+    python fuzz/fuzz_rollout_reader.py --guarded --guard-timeout 0.5 ...   # the guard's limit, s
 
 Byte 0 of an input picks the file the rest becomes: even -> the index file
 (rollouts.h5), beside the seed's valid episode file; odd -> episode 0's file, beside the
@@ -31,6 +32,7 @@ from typed_outcome import CORPUS_ROOT, fuzz_main, scratch_folder  # noqa: E402
 
 TARGET = "rollout_reader"
 GUARDED = "--guarded" in sys.argv
+GUARD_TIMEOUT_S = 5.0  # a hang is reported by the guard before libFuzzer's -timeout=10
 _FOLDER = Path(scratch_folder("fuzz_rollouts_"))
 _INDEX = _FOLDER / "rollouts.h5"
 _EPISODE = _FOLDER / "rollouts.h5.episodes" / "episode_0.h5"
@@ -57,7 +59,11 @@ def read_rollout_bytes(data: bytes, guarded: bool = GUARDED) -> None:
 read_rollout_bytes.calls = 1
 
 if __name__ == "__main__":
+    if "--guard-timeout" in sys.argv:  # a shorter limit for long runs: valid seeds read in ~10 ms
+        i = sys.argv.index("--guard-timeout")
+        GUARD_TIMEOUT_S = float(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
     if GUARDED:
         sys.argv.remove("--guarded")
-        untrusted_open.CHECK_TIMEOUT_S = 5.0  # a hang is reported by the guard before libFuzzer's -timeout=10
+        untrusted_open.CHECK_TIMEOUT_S = GUARD_TIMEOUT_S
     fuzz_main(read_rollout_bytes, TARGET)

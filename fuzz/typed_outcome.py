@@ -19,7 +19,9 @@ from pathlib import Path
 from taso_env.errors import TasoEnvError
 
 CORPUS_ROOT = Path(__file__).resolve().parent / "corpus"
-REPORT_EVERY = 10_000
+#: the outcome counts are printed every REPORT_EVERY inputs (and at powers of two);
+#: FUZZ_REPORT_EVERY sets it, e.g. for runs stopped by -max_total_time (fuzz/run_parallel.py)
+REPORT_EVERY = int(os.environ.get("FUZZ_REPORT_EVERY", "10000"))
 
 
 class Outcomes:
