@@ -49,8 +49,9 @@ def run_input(target: Callable[[bytes], None], data: bytes, outcomes: Outcomes) 
     """
     try:
         target(data)
-    except TasoEnvError as e:
-        outcomes.counts[type(e).__name__] += 1
+    except TasoEnvError as e:  # a guard's error names its cause (CorruptRolloutError: hang or signal)
+        cause = getattr(e, "cause", None)
+        outcomes.counts[type(e).__name__ + (f" ({cause})" if cause else "")] += 1
     except Exception as e:
         if os.environ.get("FUZZ_KEEP_GOING") != "1":
             raise

@@ -157,11 +157,37 @@ def test_a_native_crash_while_reading_becomes_corrupt_rollout_error(tmp_path, mo
 
 
 @pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
+                    reason="the crash is simulated in a forked child")
+def test_the_child_dies_by_the_signal_not_by_a_handler_the_parent_installed(tmp_path, monkeypatch):
+    """A fuzzer (or faulthandler) in the parent installs handlers for fatal signals; the
+    forked child must not run them (a fuzzer's would write the input out as a crash of
+    its own), but die by the signal, which the parent reports as the cause."""
+    import taso_env.env.rollouts.reader as reader_module
+
+    index = _valid_rollout(tmp_path)
+    marker = tmp_path / "parent_handler_ran"
+    previous = signal.signal(signal.SIGABRT, lambda *_: marker.write_text("ran"))
+    try:
+        def abort(path):
+            os.kill(os.getpid(), signal.SIGABRT)
+            time.sleep(1)  # a Python-level handler would run here and the child exit 0
+
+        monkeypatch.setattr(reader_module, "RolloutReader", abort)
+        with pytest.raises(CorruptRolloutError, match="SIGABRT") as info:
+            RolloutReader(index, untrusted=True)
+        assert info.value.cause == "SIGABRT"
+        assert not marker.exists()
+    finally:
+        signal.signal(signal.SIGABRT, previous)
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
                     reason="the hang is simulated in a forked child")
 def test_a_hang_while_reading_becomes_corrupt_rollout_error(tmp_path, monkeypatch):
     index = _valid_rollout(tmp_path)
     monkeypatch.setattr(untrusted_open, "_read_everything", lambda path: time.sleep(60))
     monkeypatch.setattr(untrusted_open, "CHECK_TIMEOUT_S", 0.5)
     monkeypatch.setattr(untrusted_open, "CHECK_SECONDS_PER_MB", 0.0)
-    with pytest.raises(CorruptRolloutError, match="did not finish in 0.5 s"):
+    with pytest.raises(CorruptRolloutError, match="did not finish in 0.5 s") as info:
         RolloutReader(index, untrusted=True)
+    assert info.value.cause == "hang"

@@ -30,7 +30,15 @@ _checked: set[tuple[str, int, int]] = set()
 
 
 class CorruptRolloutError(RolloutFormatError):
-    """Reading the rollout file crashed or hung libhdf5 (in a child process)."""
+    """Reading the rollout file crashed or hung libhdf5 (in a child process).
+
+    Attributes:
+        cause: "hang", the signal's name ("SIGSEGV", "SIGABRT", ...) or "exit <code>".
+    """
+
+    def __init__(self, path: str | os.PathLike, message: str, cause: str):
+        self.cause = cause
+        super().__init__(path, message)
 
 
 def _signature(path: str) -> tuple[str, int, int]:
@@ -46,7 +54,14 @@ def _episode_files(index_path: str) -> list[str]:
 
 
 def _read_everything(index_path: str) -> None:
-    """The child: everything RolloutReader reads; Python exceptions are the parent's."""
+    """The child: everything RolloutReader reads; Python exceptions are the parent's.
+
+    The fatal signals get their default action first: a crash in libhdf5 then ends the
+    child by that signal, which the parent names, and no handler the parent installed
+    (faulthandler's, a fuzzer's that writes the input out) runs in the child."""
+    for name in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE", "SIGILL"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
     from taso_env.env.rollouts.reader import RolloutReader
 
     try:
@@ -89,14 +104,16 @@ def check_in_child(index_path: str, timeout_s: float | None = None) -> None:
     if child.is_alive():
         child.kill()
         child.join()
-        raise CorruptRolloutError(index_path, f"reading it did not finish in {timeout_s:.1f} s (libhdf5 hung)")
+        raise CorruptRolloutError(index_path, f"reading it did not finish in {timeout_s:.1f} s (libhdf5 hung)",
+                                  cause="hang")
     if child.exitcode is not None and child.exitcode < 0:
         try:
             name = signal.Signals(-child.exitcode).name
         except ValueError:
             name = f"signal {-child.exitcode}"
         raise CorruptRolloutError(index_path, f"reading it crashed libhdf5 ({name}): the file or one of its "
-                                              "episode files is corrupt")
+                                              "episode files is corrupt", cause=name)
     if child.exitcode != 0:
-        raise CorruptRolloutError(index_path, f"the process checking it exited with code {child.exitcode}")
+        raise CorruptRolloutError(index_path, f"the process checking it exited with code {child.exitcode}",
+                                  cause=f"exit {child.exitcode}")
     _checked.update(key)
