@@ -9,12 +9,9 @@ every (alpha, budget), on one cost model (the measured H100 fp32 table by defaul
 
 Graphs (default: TIED, below): built-in names, shipped model names or ONNX paths
 (relative to the working folder or to the checkout), anything `te.graphs.load` takes.
-TIED is the set of the 2026-11-27 run (docs/measured/2026-11-27_tied_builders_deeper_backtracking.jsonl
-and ..._tied_exports_deeper_backtracking.jsonl): the zoo graphs where greedy ties
-backtracking (budget 1000, alpha 1.05). Those files name 32 graphs, but three of the
-"builders" (mobilenet_v3_large, efficientnet_b0, densenet121) are no builders: they load
-the shipped data/models/<name>.onnx, which the exports file names too, so TIED holds the
-29 distinct graphs once each.
+TIED: the 29 zoo graphs where greedy ties backtracking at budget 1000, alpha 1.05 (each
+graph once: a shipped model by its data/models path); its committed run is
+benchmarks/results/2026-11-28_tied_deeper_backtracking.jsonl.
 
 Jobs: one per (graph, alpha, budget), run in a pool of `--workers` processes (1: in this
 process). Each job loads its graph, runs greedy and backtracking (`te.search(g,
