@@ -282,6 +282,40 @@ def test_mdnrnn_loss_ignores_padded_steps():
     assert float(moved["slot_reward"]) > float(before["slot_reward"])  # the existing slots' rewards count
 
 
+def test_asinh_slot_reward_loss_weighs_small_rewards_and_matches_the_held_out_metric():
+    """slot_reward_loss="asinh": an error among rewards far below the knee counts about
+    1 / knee^2 times more than squared, one among large rewards by its log ratio; the
+    held-out metric (evaluation.mdnrnn_loss's term) computes what MDNRNN.loss computes."""
+    from worldmodel.configs import SLOT_REWARD_KNEE, slot_reward_error
+
+    scale = 2.5
+    small = slot_reward_error(np.float64(0.002), np.float64(0.0), scale, "asinh", np.arcsinh)
+    assert small == pytest.approx(0.002 / (SLOT_REWARD_KNEE * scale), rel=1e-3)
+    assert small / slot_reward_error(0.002, 0.0, scale, "squared", np.arcsinh) == pytest.approx(
+        1 / SLOT_REWARD_KNEE, rel=1e-3)
+    large = slot_reward_error(np.float64(10.0), np.float64(5.0), scale, "asinh", np.arcsinh)
+    assert large == pytest.approx(np.log(2.0), abs=1e-3)
+    with pytest.raises(ValueError, match="slot_reward_loss"):
+        MDNRNNConfig(n_rules=N_RULES, slot_reward_loss="huber")
+
+    rng = np.random.default_rng(1)
+    top = rng.normal(size=(1, 3, N_RULES + 1, 2)).astype(np.float32) * 4.0
+    top[rng.random(top.shape) > 0.6] = -np.inf
+    for loss in ("squared", "asinh"):
+        model = MDNRNN(MDNRNNConfig(n_rules=N_RULES, reward_scale=scale, slot_reward_loss=loss,
+                                    **{**TINY_M, "top_locations": 2}))
+        z, next_z = rng.normal(size=(1, 3, 4)).astype(np.float32), rng.normal(size=(1, 3, 4)).astype(np.float32)
+        actions = rng.integers(0, N_RULES + 1, (1, 3)).astype(np.int32)
+        rewards = rng.normal(size=(1, 3)).astype(np.float32)
+        valid = np.ones((1, 3), np.float32)
+        terms = model.loss(z, actions, next_z, rewards, np.zeros((1, 3), np.float32),
+                           np.ones((1, 3, N_RULES + 1), np.float32), top, valid)
+        out = model(z, actions, valid, taken=rewards)
+        exists = np.isfinite(top)
+        error = slot_reward_error(out.slot_rewards.numpy(), np.where(exists, top, 0.0), scale, loss, np.arcsinh)
+        assert float(terms["slot_reward"]) == pytest.approx(np.square(error).sum() / exists.sum(), rel=1e-4)
+
+
 # -- tracing ---------------------------------------------------------------------------
 def test_train_steps_trace_once_across_batch_sizes(rollouts):
     import sonnet as snt

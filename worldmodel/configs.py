@@ -9,6 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 
+#: MDNRNNConfig.slot_reward_loss's choices, and the asinh loss's knee in reward_scale units
+SLOT_REWARD_LOSSES = ("squared", "asinh")
+SLOT_REWARD_KNEE = 0.1
+
+
+def slot_reward_error(predicted, target, reward_scale: float, loss: str, asinh):
+    """The candidates' reward error that M's loss squares, in reward_scale units:
+    (predicted - target) / reward_scale ("squared"), or the difference of asinh(x / knee)
+    with knee = SLOT_REWARD_KNEE x reward_scale ("asinh": an error well below the knee
+    weighs 1 / SLOT_REWARD_KNEE^2 times more than squared, one far above it by its log
+    ratio). `asinh`
+    is the array library's (tf.math.asinh, np.arcsinh), so training and the held-out
+    metric compute one thing."""
+    if loss == "asinh":
+        knee = SLOT_REWARD_KNEE * reward_scale
+        return asinh(predicted / knee) - asinh(target / knee)
+    return (predicted - target) / reward_scale
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GraphVAEConfig:
@@ -100,6 +118,11 @@ class MDNRNNConfig:
             rule's K most rewarding locations: whether each exists and its reward; the
             env's `top_locations`, recorded in the rollouts as infos/top_rewards).
         candidate_weight: loss weight of those predictions (existence BCE + reward MSE).
+        slot_reward_loss: "squared": the candidates' reward error in reward_scale units,
+            squared; "asinh": the error of asinh(reward / knee), knee = SLOT_REWARD_KNEE
+            reward_scale units, squared (slot_reward_error): linear below the knee and
+            logarithmic above it, so that rewards of a hundredth of the typical one (a
+            ReLU fused back) are learned beside the typical ones instead of lost in them.
         candidate_inputs: M also reads each step's move (the rule and its location's rank
             among the rule's best, worldmodel/moves.py) and the taken candidate's reward,
             so that a dream can tell a rule that pays at one place from the same rule at
@@ -119,6 +142,7 @@ class MDNRNNConfig:
     top_locations: int = 4
     candidate_weight: float = 1.0
     candidate_inputs: bool = False
+    slot_reward_loss: str = "squared"
 
     def __post_init__(self):
         for name in ("n_rules", "latent_dim", "hidden", "mixtures", "top_locations"):
@@ -131,6 +155,9 @@ class MDNRNNConfig:
         for name in ("reward_weight", "done_weight", "mask_weight", "candidate_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"MDNRNNConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.slot_reward_loss not in SLOT_REWARD_LOSSES:
+            raise ValueError(f"MDNRNNConfig.slot_reward_loss must be one of {SLOT_REWARD_LOSSES}, "
+                             f"got {self.slot_reward_loss!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from worldmodel.configs import slot_reward_error
 from worldmodel.dataset import EncodedEpisodes, EpisodeSet
 
 _VAE_PARTS = ("cost", "histogram", "counts")
@@ -90,7 +91,8 @@ def transition_baselines(train: EncodedEpisodes) -> dict[str, np.ndarray]:
 
 
 def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict, *,
-                   batch_size: int = 64, seed: int = 0) -> dict:
+                   batch_size: int = 64, seed: int = 0, reward_scale: float = 1.0,
+                   slot_reward_loss: str = "squared") -> dict:
     """M's held-out metrics (module docstring).
 
     Args:
@@ -98,6 +100,8 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
             "reward" [B, T], "done_logit" [B, T], "mask_logits" [B, T, R]}, numpy.
         held_out: the held-out episodes, encoded.
         baselines: transition_baselines(train).
+        reward_scale, slot_reward_loss: M's (MDNRNNConfig), for "slot_loss_se", the loss's
+            candidate-reward term.
 
     Returns:
         {metric: float}, plus "_reward" (predicted, true) arrays for a plot.
@@ -105,7 +109,7 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
     z = held_out.sample_z(np.random.default_rng(seed))
     got = {k: [] for k in ("z_nll", "z_se", "copy_se", "reward", "true_reward", "done", "true_done",
                            "mask", "true_mask", "done_bce", "mask_bce", "slot_bce", "slot_se", "slot",
-                           "true_slot", "slot_expected_se", "slot_count")}
+                           "true_slot", "slot_expected_se", "slot_loss_se", "slot_count")}
     for s in range(0, held_out.num_episodes, batch_size):
         batch = held_out.batch(np.arange(s, min(s + batch_size, held_out.num_episodes)), z)
         out = predict(batch)
@@ -126,6 +130,9 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
         got["slot_bce"].append(_bce(out["slot_logits"][real], exists.astype(np.float32)).mean((-2, -1)))
         got["slot_se"].append(np.square(out["slot_rewards"][real] - top)[exists])
         got["slot_expected_se"].append(np.square(out["slot_rewards"][real] - np.where(exists, top, 0.0)).sum((-2, -1)))
+        got["slot_loss_se"].append(np.square(slot_reward_error(
+            out["slot_rewards"][real], np.where(exists, top, 0.0), reward_scale, slot_reward_loss,
+            np.arcsinh)).sum((-2, -1)))
         got["slot_count"].append(exists.sum((-2, -1)))
         got["slot"].append((out["slot_logits"][real] > 0).reshape(len(top), -1))
         got["true_slot"].append(exists.reshape(len(top), -1))
@@ -149,6 +156,8 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
         "slot_reward_mse": float(g["slot_se"].mean()) if g["slot_se"].size else 0.0,
         # the loss's term: squared error of E[reward * 1(exists)] over all slots, per real slot
         "slot_expected_se": float(g["slot_expected_se"].sum() / max(g["slot_count"].sum(), 1)),
+        # the same in the loss's units (MDNRNNConfig.slot_reward_loss), what MDNRNN.loss sums
+        "slot_loss_se": float(g["slot_loss_se"].sum() / max(g["slot_count"].sum(), 1)),
         # of the candidate slots that exist after a step, how many M predicts (recall)
         "slot_recall": float(np.mean(g["slot"][g["true_slot"]])) if g["true_slot"].any() else 1.0,
         "_reward": (g["reward"], g["true_reward"]),
@@ -158,7 +167,7 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
 def mdnrnn_loss(metrics: dict, config) -> float:
     """M's training objective (MDNRNN.loss) on held-out steps, from mdnrnn_metrics."""
     reward = metrics["reward_mse"] / (config.reward_scale or 1.0) ** 2
-    slot_reward = metrics["slot_expected_se"] / (config.reward_scale or 1.0) ** 2
+    slot_reward = metrics["slot_loss_se"]
     return float(metrics["z_nll"] + config.reward_weight * reward + config.done_weight * metrics["done_bce"]
                  + config.mask_weight * metrics["mask_bce"]
                  + config.candidate_weight * (metrics["slot_bce"] + slot_reward))

@@ -96,7 +96,8 @@ def _evaluate(predict, held_out: EncodedEpisodes | None, baselines: dict, model:
     held-out episodes."""
     if held_out is None:
         return {}
-    metrics = evaluation.mdnrnn_metrics(predict, held_out, baselines)
+    metrics = evaluation.mdnrnn_metrics(predict, held_out, baselines, reward_scale=model.reward_scale or 1.0,
+                                        slot_reward_loss=model.slot_reward_loss)
     metrics["loss"] = evaluation.mdnrnn_loss(metrics, model)
     summaries.write_scalars("eval", evaluation.public(metrics), step)
     summaries.write_scatter("plots/reward", *metrics["_reward"], step=step)
