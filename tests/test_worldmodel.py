@@ -2,6 +2,7 @@
 counts, the dataset split, and smoke runs of both training stages and both scripts
 (train, then resume) on a tiny rollout file."""
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -289,12 +290,13 @@ def test_asinh_slot_reward_loss_weighs_small_rewards_and_matches_the_held_out_me
     from worldmodel.configs import SLOT_REWARD_KNEE, slot_reward_error
 
     scale = 2.5
-    small = slot_reward_error(np.float64(0.002), np.float64(0.0), scale, "asinh", np.arcsinh)
+    error = functools.partial(slot_reward_error, reward_scale=scale, asinh=np.arcsinh, where=np.where)
+    small = error(np.float64(0.002), np.float64(0.0), True, loss="asinh")
     assert small == pytest.approx(0.002 / (SLOT_REWARD_KNEE * scale), rel=1e-3)
-    assert small / slot_reward_error(0.002, 0.0, scale, "squared", np.arcsinh) == pytest.approx(
-        1 / SLOT_REWARD_KNEE, rel=1e-3)
-    large = slot_reward_error(np.float64(10.0), np.float64(5.0), scale, "asinh", np.arcsinh)
-    assert large == pytest.approx(np.log(2.0), abs=1e-3)
+    assert small / error(0.002, 0.0, True, loss="squared") == pytest.approx(1 / SLOT_REWARD_KNEE, rel=1e-3)
+    assert error(np.float64(10.0), np.float64(5.0), True, loss="asinh") == pytest.approx(np.log(2.0), abs=1e-3)
+    # where no candidate exists the error stays squared: those slots are most of them
+    assert error(np.float64(0.002), np.float64(0.0), False, loss="asinh") == pytest.approx(0.002 / scale)
     with pytest.raises(ValueError, match="slot_reward_loss"):
         MDNRNNConfig(n_rules=N_RULES, slot_reward_loss="huber")
 
@@ -312,8 +314,8 @@ def test_asinh_slot_reward_loss_weighs_small_rewards_and_matches_the_held_out_me
                            np.ones((1, 3, N_RULES + 1), np.float32), top, valid)
         out = model(z, actions, valid, taken=rewards)
         exists = np.isfinite(top)
-        error = slot_reward_error(out.slot_rewards.numpy(), np.where(exists, top, 0.0), scale, loss, np.arcsinh)
-        assert float(terms["slot_reward"]) == pytest.approx(np.square(error).sum() / exists.sum(), rel=1e-4)
+        e = error(out.slot_rewards.numpy(), np.where(exists, top, 0.0), exists, loss=loss)
+        assert float(terms["slot_reward"]) == pytest.approx(np.square(e).sum() / exists.sum(), rel=1e-4)
 
 
 # -- tracing ---------------------------------------------------------------------------

@@ -14,18 +14,20 @@ SLOT_REWARD_LOSSES = ("squared", "asinh")
 SLOT_REWARD_KNEE = 0.1
 
 
-def slot_reward_error(predicted, target, reward_scale: float, loss: str, asinh):
+def slot_reward_error(predicted, target, exists, reward_scale: float, loss: str, asinh, where):
     """The candidates' reward error that M's loss squares, in reward_scale units:
-    (predicted - target) / reward_scale ("squared"), or the difference of asinh(x / knee)
-    with knee = SLOT_REWARD_KNEE x reward_scale ("asinh": an error well below the knee
-    weighs 1 / SLOT_REWARD_KNEE^2 times more than squared, one far above it by its log
-    ratio). `asinh`
-    is the array library's (tf.math.asinh, np.arcsinh), so training and the held-out
-    metric compute one thing."""
+    (predicted - target) / reward_scale ("squared"); with "asinh", at the slots where a
+    candidate exists, the difference of asinh(x / knee), knee = SLOT_REWARD_KNEE x
+    reward_scale (an error well below the knee weighs 1 / SLOT_REWARD_KNEE^2 times more
+    than squared, one far above it by its log ratio), and squared elsewhere: the slots
+    without a candidate (target 0, most of them) would otherwise outweigh every other
+    head of M. `asinh` and `where` are the array library's (tf.math.asinh and tf.where,
+    np.arcsinh and np.where), so training and the held-out metric compute one thing."""
+    squared = (predicted - target) / reward_scale
     if loss == "asinh":
         knee = SLOT_REWARD_KNEE * reward_scale
-        return asinh(predicted / knee) - asinh(target / knee)
-    return (predicted - target) / reward_scale
+        return where(exists, asinh(predicted / knee) - asinh(target / knee), squared)
+    return squared
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,9 +121,9 @@ class MDNRNNConfig:
             env's `top_locations`, recorded in the rollouts as infos/top_rewards).
         candidate_weight: loss weight of those predictions (existence BCE + reward MSE).
         slot_reward_loss: "squared": the candidates' reward error in reward_scale units,
-            squared; "asinh": the error of asinh(reward / knee), knee = SLOT_REWARD_KNEE
-            reward_scale units, squared (slot_reward_error): linear below the knee and
-            logarithmic above it, so that rewards of a hundredth of the typical one (a
+            squared; "asinh": where a candidate exists, the error of asinh(reward / knee),
+            knee = SLOT_REWARD_KNEE reward_scale units, squared (slot_reward_error): linear
+            below the knee and logarithmic above it, so that rewards of a hundredth of the typical one (a
             ReLU fused back) are learned beside the typical ones instead of lost in them.
         candidate_inputs: M also reads each step's move (the rule and its location's rank
             among the rule's best, worldmodel/moves.py) and the taken candidate's reward,

@@ -131,8 +131,8 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
         got["slot_se"].append(np.square(out["slot_rewards"][real] - top)[exists])
         got["slot_expected_se"].append(np.square(out["slot_rewards"][real] - np.where(exists, top, 0.0)).sum((-2, -1)))
         got["slot_loss_se"].append(np.square(slot_reward_error(
-            out["slot_rewards"][real], np.where(exists, top, 0.0), reward_scale, slot_reward_loss,
-            np.arcsinh)).sum((-2, -1)))
+            out["slot_rewards"][real], np.where(exists, top, 0.0), exists, reward_scale, slot_reward_loss,
+            np.arcsinh, np.where)).sum((-2, -1)))
         got["slot_count"].append(exists.sum((-2, -1)))
         got["slot"].append((out["slot_logits"][real] > 0).reshape(len(top), -1))
         got["true_slot"].append(exists.reshape(len(top), -1))

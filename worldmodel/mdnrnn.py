@@ -285,8 +285,8 @@ class MDNRNN(snt.Module):
         # The slot reward head predicts E[reward * 1(slot exists)]: where M is unsure that a
         # candidate is there, its reward shrinks toward 0, so a dream cannot be exploited
         # through candidates M imagines (0 where none exists; normalised per real slot).
-        error = slot_reward_error(out.slot_rewards, tf.where(exists, next_top_rewards, 0.0),
-                                  self._reward_scale, c.slot_reward_loss, tf.math.asinh)
+        error = slot_reward_error(out.slot_rewards, tf.where(exists, next_top_rewards, 0.0), exists,
+                                  self._reward_scale, c.slot_reward_loss, tf.math.asinh, tf.where)
         steps_mask = mask[..., None, None]
         real_slots = tf.reduce_sum(tf.cast(exists, tf.float32) * steps_mask)
         slot_reward = tf.reduce_sum(tf.square(error) * steps_mask) / tf.maximum(real_slots, 1.0)
