@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
+
+
+def file_sha(path: str) -> str:
+    """The first 16 hex digits of the file's SHA-256 (which cost table a run priced with)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
 
 
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:

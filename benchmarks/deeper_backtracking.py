@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import json
 import multiprocessing
 import os
@@ -41,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import machine  # noqa: E402
+from common import file_sha, machine  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import taso_env as te  # noqa: E402
@@ -95,14 +94,6 @@ def resolve(spec: str) -> str:
 def cost_model(spec: str):
     """One cost model per process (a table is read once per worker)."""
     return make_cost_model(spec)
-
-
-def file_sha(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
 
 
 def job_key(row: dict) -> tuple:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import glob
-import hashlib
 import json
 import multiprocessing
 import os
@@ -42,7 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import emit  # noqa: E402
+from common import emit, file_sha  # noqa: E402
 
 import taso_env as te  # noqa: E402
 from taso_env.engine.cost_model import make_cost_model  # noqa: E402
@@ -81,14 +80,6 @@ def membership(spec: str) -> list[str]:
     if seed is not None:
         sets.append("valley_train" if seed in valley_family.TRAIN_SEEDS else "valley_held_out")
     return sets
-
-
-def file_sha(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
 
 
 def _search_in_child(conn, graph, model, alpha: float, budget: int) -> None:

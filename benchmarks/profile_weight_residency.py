@@ -44,30 +44,15 @@ MIB = 2 ** 20
 def time_chain(torch, x, weights, repeats: int, inner: int) -> float:
     """Microseconds per GEMV of `x @ w` for every w in `weights`, in one captured CUDA
     graph replayed `inner` times per sample; the median of `repeats` samples."""
+    from profile_vs_pytorch import graph_replay_ms
+
     outs = [torch.empty(1, w.shape[1], device="cuda") for w in weights]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):  # cuBLAS's workspace and heuristics before the capture
-            for w, o in zip(weights, outs):
-                torch.matmul(x, w, out=o)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+
+    def chain():
         for w, o in zip(weights, outs):
             torch.matmul(x, w, out=o)
-    for _ in range(10):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(repeats):
-        start.record()
-        for _ in range(inner):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0 / inner / len(weights))
-    return statistics.median(samples)
+
+    return graph_replay_ms(chain, warmup=10, samples=repeats, inner=inner) * 1000.0 / len(weights)
 
 
 def hot_cold(torch, repeats: int, inner: int) -> list[dict]:
