@@ -133,13 +133,21 @@ class MDNRNN(snt.Module):
             return tf.zeros([tf.shape(z)[0], 1], z.dtype)
         return tf.math.asinh(tf.reshape(tf.cast(taken, z.dtype), [-1, 1]))
 
-    def _gates_x(self, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> tf.Tensor:
-        """The LSTM's input gates [N, 4H] of (z, move, taken reward)."""
+    def _candidates_read(self, z: tf.Tensor, action: tf.Tensor,
+                         taken: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor] | None:
+        """(E[move] [N, MOVE_DIM], asinh(taken) [N, 1]) where M reads candidate inputs,
+        else None: computed once per step, read by the gates and the heads."""
         self._check_move(action)
-        gates = self._of_inputs(self._lstm.input_to_hidden, z, action)
         if not self.config.candidate_inputs:
+            return None
+        return self._moves(action), self._taken_feature(z, taken)
+
+    def _gates_x(self, z: tf.Tensor, action: tf.Tensor, read: tuple[tf.Tensor, tf.Tensor] | None) -> tf.Tensor:
+        """The LSTM's input gates [N, 4H] of (z, move, taken reward); `read`: _candidates_read's."""
+        gates = self._of_inputs(self._lstm.input_to_hidden, z, action)
+        if read is None:
             return gates
-        return gates + self._move_to_gates(self._moves(action)) + self._taken_to_gates(self._taken_feature(z, taken))
+        return gates + self._move_to_gates(read[0]) + self._taken_to_gates(read[1])
 
     def _check_move(self, action: tf.Tensor) -> None:
         """A move outside the rule set's is an error: `_of_inputs` reads a move modulo R,
@@ -155,22 +163,23 @@ class MDNRNN(snt.Module):
         hidden = tf.sigmoid(o) * tf.tanh(cell)
         return hidden, snt.LSTMState(hidden=hidden, cell=cell)
 
-    def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> tf.Tensor:
+    def _head_features(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor,
+                       read: tuple[tf.Tensor, tf.Tensor] | None) -> tf.Tensor:
         """The head MLP (one ReLU layer) on [hidden, z, one_hot(action), E[move], taken]."""
         w, h = self._feature_layer.w, self.config.hidden
         features = tf.matmul(hidden, w[:h]) + self._of_inputs(w[h:], z, action) + self._feature_layer.b
-        if self.config.candidate_inputs:
-            features += (self._move_to_features(self._moves(action))
-                         + self._taken_to_features(self._taken_feature(z, taken)))
+        if read is not None:
+            features += self._move_to_features(read[0]) + self._taken_to_features(read[1])
         return tf.nn.relu(features)
 
-    def _predict(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor, taken: tf.Tensor | None) -> MDNOutput:
+    def _predict(self, hidden: tf.Tensor, z: tf.Tensor, action: tf.Tensor,
+                 read: tuple[tf.Tensor, tf.Tensor] | None) -> MDNOutput:
         """Heads on flat [N, ...] tensors."""
         k, zdim = self.config.mixtures, self.config.latent_dim
         params = self._mdn(hidden)
         logits = params[:, :k]
         delta, log_sigma = tf.split(tf.reshape(params[:, k:], [-1, k, 2 * zdim]), 2, axis=-1)
-        heads = self._heads(self._head_features(hidden, z, action, taken))
+        heads = self._heads(self._head_features(hidden, z, action, read))
         r, slots, shape = self.n_actions, self._slots, [-1, self.n_actions, self.config.top_locations]
         return MDNOutput(logits=logits, mu=z[:, None, :] + delta,
                          log_sigma=tf.clip_by_value(log_sigma, _LOG_SIGMA_MIN, _LOG_SIGMA_MAX),
@@ -184,15 +193,17 @@ class MDNRNN(snt.Module):
         """One step: z [B, Z], action [B] int32 moves (or xfer ids), state, taken [B] the
         taken candidate's reward (None: unknown) -> (MDNOutput [B, ...], state)."""
         self._build(z)
-        hidden, state = self._lstm_step(self._gates_x(z, action, taken), state)
-        return self._predict(hidden, z, action, taken), state
+        read = self._candidates_read(z, action, taken)
+        hidden, state = self._lstm_step(self._gates_x(z, action, read), state)
+        return self._predict(hidden, z, action, read), state
 
     def step_reward(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState,
                     taken: tf.Tensor | None = None) -> tf.Tensor:
         """The reward [B] of `step` alone (its other heads not computed)."""
         self._build(z)
-        hidden, _ = self._lstm_step(self._gates_x(z, action, taken), state)
-        features = self._head_features(hidden, z, action, taken)
+        read = self._candidates_read(z, action, taken)
+        hidden, _ = self._lstm_step(self._gates_x(z, action, read), state)
+        features = self._head_features(hidden, z, action, read)
         return (tf.linalg.matvec(features, self._heads.w[:, 0]) + self._heads.b[0]) * self._reward_scale
 
     def __call__(self, z_seq: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor | None = None,
@@ -205,7 +216,8 @@ class MDNRNN(snt.Module):
         batch, steps = tf.shape(z_seq)[0], tf.shape(z_seq)[1]
         flat_z, flat_actions = tf.reshape(z_seq, [batch * steps, -1]), tf.reshape(actions, [-1])
         flat_taken = None if taken is None else tf.reshape(taken, [-1])
-        gates_x = tf.reshape(self._gates_x(flat_z, flat_actions, flat_taken),
+        read = self._candidates_read(flat_z, flat_actions, flat_taken)
+        gates_x = tf.reshape(self._gates_x(flat_z, flat_actions, read),
                              [batch, steps, 4 * self.config.hidden])
         if mask is None:
             mask = tf.ones([batch, steps], z_seq.dtype)
@@ -222,7 +234,7 @@ class MDNRNN(snt.Module):
         init = self.initial_state(batch)
         hidden, _ = tf.scan(cell, time_major, initializer=(init.hidden, init))
         hidden = tf.reshape(tf.transpose(hidden, [1, 0, 2]), [batch * steps, self.config.hidden])
-        out = self._predict(hidden, flat_z, flat_actions, flat_taken)
+        out = self._predict(hidden, flat_z, flat_actions, read)
         k, zdim, slots = self.config.mixtures, self.config.latent_dim, [batch, steps, self.n_actions, -1]
         return MDNOutput(logits=tf.reshape(out.logits, [batch, steps, k]),
                          mu=tf.reshape(out.mu, [batch, steps, k, zdim]),
