@@ -6,7 +6,8 @@ its places.
 
 Per graph:
     M     the improving candidates M predicts after the entry at each place (given its
-          real reward), and at place -1 (the rule alone)
+          real reward), and at place -1 (the rule alone); with carry_candidates, as the
+          dream takes them: the optimum's carried over except where M predicts a change
     dream dreams from the optimum: the entry at place 0, then the best predicted
           candidate while one improves (each dream seed a line)
     real  the real candidates after the entry at each place, and the real valley: the
@@ -38,8 +39,8 @@ def _optimum(env, graph: str):
     return obs, info
 
 
-def _improving(top: np.ndarray, names, probs: np.ndarray | None = None) -> list:
-    rows, places = np.where(np.isfinite(top[:-1]) & (top[:-1] > 0.05) & (probs is None or probs[:-1] > 0.5))
+def _improving(top: np.ndarray, names) -> list:
+    rows, places = np.where(np.isfinite(top[:-1]) & (top[:-1] > 0.05))
     return [(names[r], int(p), round(float(top[r, p]), 2)) for r, p in zip(rows, places)]
 
 
@@ -48,6 +49,7 @@ def main(argv=None) -> int:
 
     from taso_env.env.rewrite_env import EnvConfig, GraphRewriteEnv
     from taso_env.env.rollouts import RolloutReader
+    from worldmodel import candidate_carry
     from worldmodel.checkpoints import load_mdnrnn, load_vae
     from worldmodel.configs import DreamConfig
     from worldmodel.dream_env import Dream
@@ -64,7 +66,8 @@ def main(argv=None) -> int:
     env = GraphRewriteEnv(list(a.graphs), config=EnvConfig(cost_model=cost_model, horizon=40))
     names = env.rules.names()
     entry, undo, n_actions, width = names.index(ENTRY), names.index(UNDO), env.n_rules + 1, m.config.top_locations
-    print(f"run {a.run}; cost model {cost_model}; M candidate inputs {m.config.candidate_inputs}")
+    print(f"run {a.run}; cost model {cost_model}; M candidate inputs {m.config.candidate_inputs}, "
+          f"carry candidates {m.config.carry_candidates}")
     for graph in a.graphs:
         obs, info = _optimum(env, graph)
         top = info["top_rewards"]
@@ -75,7 +78,11 @@ def main(argv=None) -> int:
                 continue
             taken = tf.constant([float(top[entry, place]) if place >= 0 else 0.0])
             out, _ = m.step(mu, tf.constant(move(entry, place, n_actions)[None]), m.initial_state(1), taken=taken)
-            predicted = _improving(out.slot_rewards[0].numpy(), names, tf.sigmoid(out.slot_logits)[0].numpy())
+            predicted = np.where(tf.sigmoid(out.slot_logits)[0].numpy() > 0.5, out.slot_rewards[0].numpy(), -np.inf)
+            if m.config.carry_candidates:
+                predicted = candidate_carry.merged(candidate_carry.carried(top, entry, place), predicted,
+                                                   out.changed_logits[0].numpy() > 0)
+            predicted = _improving(predicted, names)
             print(f"  M     place {place:2d}: improving next {predicted}")
         latents = np.stack([mu.numpy(), log_sigma.numpy()], 1)
         for seed in range(a.dreams):

@@ -18,6 +18,11 @@ Agents (AGENTS, the rows of `rlflow evaluate`):
 - "greedy", "backtracking" (TASO's search), "eqsat" (equality saturation,
   taso_env.engine.eqsat); "random" (best of `random_episodes` random episodes).
 
+The policy rows (POLICY_VARIANTS) act at greedy's work: an episode takes at most
+1.2 x greedy's rewrites + 5 steps on the graph (controller.work_matched.default_cap,
+within `horizon`); greedy's rewrites are counted by a greedy search the evaluation runs
+for it, outside every row's ledger. The row's extra holds the cap ("step_cap").
+
 Per graph and agent: its split (train / held-out: no training graph of its family,
 controller.families), final estimated cost and speedup, optimisation wall time (model
 loading excluded, reported as model_load_s: a learned agent is loaded once per
@@ -73,7 +78,7 @@ from controller.learned_agents import (
     training_graphs,
     training_work,
 )
-from controller.work_matched import GREEDY_PHASE_LIMIT, GreedyRandomDetours, StepCap
+from controller.work_matched import GREEDY_PHASE_LIMIT, GreedyRandomDetours, StepCap, default_cap
 from taso_env.engine import real_work
 from taso_env.engine.cost_model import make_cost_model
 from taso_env.env.episode import run_episode
@@ -248,6 +253,7 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
         graph.export_onnx(out_dir / "graphs" / f"{label}__original.onnx")
         feeds = random_feeds(graph, config.seed)
         matched = (matched_steps or {}).get(spec)
+        policy_cap = None  # the policy rows' step cap on this graph, counted when the first needs it
         for agent in config.agents:
             if agent == WORK_MATCHED and MATCHED_TO in config.agents:
                 matched = next(r.steps for r in rows if r.graph == label and r.agent == MATCHED_TO)
@@ -260,6 +266,9 @@ def evaluate(config: EvalConfig, run_dir: str | Path | None, out_dir: str | Path
             load_s = None
             # (observations computed only where the agent reads them: the controller's at local optima)
             horizon = GREEDY_PHASE_LIMIT if agent == WORK_MATCHED else config.horizon
+            if agent in POLICY_VARIANTS:
+                policy_cap = policy_cap or policy_step_cap(graph, model, config.horizon)
+                horizon = policy_cap
             env = GraphRewriteEnv(graph, horizon=horizon, cost_model=config.cost_model, lazy_observations=True)
             policy = None
             if agent in LEARNED:  # loaded (and traced) once, then moved from graph to graph
@@ -309,7 +318,8 @@ def _optimise(agent: str, config: EvalConfig, graph, env, policy, model, matched
                 {"eqsat_stop": d["stop"], "eqsat_source": d["source"], "eqsat_enodes": d["enodes"]})
     if agent in LEARNED:
         best, taken, best_step = episode_graph(env, policy, config.seed)
-        return best, len(taken), best_step, {}, {}
+        extra = {"step_cap": env.unwrapped.config.horizon} if agent in POLICY_VARIANTS else {}
+        return best, len(taken), best_step, {}, extra
     if agent == WORK_MATCHED:
         cap = StepCap(matched=matched)
         best, taken, best_step = episode_graph(env, GreedyRandomDetours(env, cap), config.seed)
@@ -322,6 +332,12 @@ def _optimise(agent: str, config: EvalConfig, graph, env, policy, model, matched
         if (cost := g.cost(model)) < best_cost:
             best, best_cost = g, cost
     return best, steps, None, {}, {}
+
+
+def policy_step_cap(graph, model, horizon: int) -> int:
+    """The policy rows' step cap on `graph`: 1.2 x greedy's rewrites + 5 (greedy's search
+    priced by `model`, run by the harness before any row's ledger opens), at most `horizon`."""
+    return min(horizon, default_cap(len(te.search(graph, "greedy", model=model).applied)))
 
 
 def _saved_row(path: Path) -> dict | None:

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from controller.work_matched import default_cap
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -46,6 +48,10 @@ def test_pipeline_writes_every_artefact(smoke_run):
                   "controller_lookahead"):  # the rollouts' real work behind every controller row
         assert by_agent[agent]["training_env_steps"] == by_agent["controller"]["training_env_steps"] > 0
         assert by_agent[agent]["training_enumerations"] is not None
+    # the policy rows act at greedy's work: at most 1.2 x greedy's rewrites + 5 steps
+    for agent in ("controller", "controller_random_init", "controller_untrained_world", "controller_myopic_world"):
+        assert 1 <= by_agent[agent]["extra"]["step_cap"] <= default_cap(by_agent["greedy"]["steps"])
+        assert by_agent[agent]["steps"] <= by_agent[agent]["extra"]["step_cap"]
     # the work-matched baseline: capped by the controller's steps, never worse than greedy
     detours, greedy = by_agent["greedy_random_detours"], by_agent["greedy"]
     assert detours["extra"]["cap_source"] == "matched"

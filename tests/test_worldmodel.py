@@ -33,7 +33,7 @@ from worldmodel.checkpoints import CheckpointNotFoundError, ConfigMismatchError
 from worldmodel.dataset import DataConfig, EncodedEpisodes, EpisodeSet, is_held_out, load_splits
 from worldmodel.evaluation import r2_score
 from worldmodel.mdnrnn import MDNOutput
-from worldmodel.mdnrnn_training import MDNRNNTrainConfig, train_mdnrnn
+from worldmodel.mdnrnn_training import SEQUENCE_FIELDS, MDNRNNTrainConfig, train_mdnrnn
 from worldmodel.mdnrnn_training import make_train_step as make_m_step
 from worldmodel.moves import move
 from worldmodel.summaries import scatter_image
@@ -157,7 +157,7 @@ def _random_output(rng, b=3, k=4, z=5) -> MDNOutput:
     f = lambda *s: tf.constant(rng.normal(size=s).astype(np.float32))  # noqa: E731
     return MDNOutput(logits=f(b, k), mu=f(b, k, z), log_sigma=0.3 * f(b, k, z), reward=f(b),
                      done_logit=f(b), mask_logits=f(b, N_RULES + 1), slot_logits=f(b, N_RULES + 1, 4),
-                     slot_rewards=f(b, N_RULES + 1, 4))
+                     slot_rewards=f(b, N_RULES + 1, 4), changed_logits=f(b, N_RULES + 1, 4))
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.5, 2.0])
@@ -179,7 +179,7 @@ def test_tau_sharpens_the_mixture_and_scales_the_variance():
     out = MDNOutput(logits=tf.constant([[2.0, 0.0, -1.0]]), mu=tf.constant([[[0.0, 0.0], [5.0, 5.0], [9.0, 9.0]]]),
                     log_sigma=tf.fill([1, 3, 2], -1.0), reward=tf.zeros([1]), done_logit=tf.zeros([1]),
                     mask_logits=tf.zeros([1, N_RULES + 1]), slot_logits=tf.zeros([1, N_RULES + 1, 4]),
-                    slot_rewards=tf.zeros([1, N_RULES + 1, 4]))
+                    slot_rewards=tf.zeros([1, N_RULES + 1, 4]), changed_logits=tf.zeros([1, N_RULES + 1, 4]))
     weights = {tau: model.mixture(out, tau).mixture_distribution.probs_parameter().numpy()[0, 0]
                for tau in (0.25, 1.0, 4.0)}
     assert weights[0.25] > weights[1.0] > weights[4.0]
@@ -343,8 +343,7 @@ def test_train_steps_trace_once_across_batch_sizes(rollouts):
     z = encoded.sample_z(np.random.default_rng(0))
     for size, length in ((2, 6), (4, 3)):
         b = encoded.batch(range(size), z)
-        m_step(*(tf.constant(b[f][:, :length]) for f in ("z", "actions", "next_z", "rewards", "dones",
-                                                          "next_masks", "next_top_rewards", "mask")))
+        m_step(*(tf.constant(b[f][:, :length]) for f in SEQUENCE_FIELDS))
     assert m_step.traces == 1
 
 

@@ -130,6 +130,11 @@ class MDNRNNConfig:
             so that a dream can tell a rule that pays at one place from the same rule at
             another (the valley family). Off by default: on the README's main job it let
             the controller ride rewrite cycles to the step limit.
+        carry_candidates: M predicts which of the next step's candidate slots differ
+            from this step's carried over (worldmodel/candidate_carry.py: the taken
+            slot gone, the rest as they were), and the dream keeps the carried ones
+            where M predicts no change, instead of M re-imagining every slot from its
+            state. Off: M predicts every slot (the earlier dream).
     """
 
     n_rules: int
@@ -145,6 +150,7 @@ class MDNRNNConfig:
     candidate_weight: float = 1.0
     candidate_inputs: bool = False
     slot_reward_loss: str = "squared"
+    carry_candidates: bool = False
 
     def __post_init__(self):
         for name in ("n_rules", "latent_dim", "hidden", "mixtures", "top_locations"):

@@ -30,8 +30,9 @@ from tqdm import tqdm
 
 from taso_env.env.features import GLOBAL_DIM, NODE_DIM, NUM_OP_TYPES
 from taso_env.env.rollouts import RolloutReader
+from worldmodel import candidate_carry
 from worldmodel.configs import DataConfig
-from worldmodel.moves import move, place_of_reward
+from worldmodel.moves import move, place_of_reward, xfer_and_place
 from worldmodel.targets import TARGET_KEYS, batch_targets
 
 
@@ -309,12 +310,16 @@ class EncodedEpisodes:
         """Episodes `indices` of the z draw `z` as M's inputs and targets:
         {"z" [B, L, Z], "next_z" [B, L, Z], "actions", "rewards", "dones", "next_masks",
         "next_top_rewards" [B, L, R, K] (float32, -inf where a rule has fewer than K
-        locations), "mask"}."""
+        locations), "mask", "next_changed" [B, L, R, K] (float32: 1 where the next
+        candidates differ from this step's carried over, worldmodel/candidate_carry)}."""
         idx = np.asarray(indices)
+        next_top = self.top_rewards[self.next_obs[idx]].astype(np.float32)
+        top = self.top_rewards[np.maximum(self.next_obs[idx] - 1, 0)]
+        xfers, places = xfer_and_place(self.actions[idx], top.shape[-2])
         return {"z": z[idx, :-1], "next_z": z[idx, 1:], "actions": self.actions[idx],
                 "rewards": self.rewards[idx], "dones": self.dones[idx], "next_masks": self.next_masks[idx],
-                "next_top_rewards": self.top_rewards[self.next_obs[idx]].astype(np.float32),
-                "mask": self.mask[idx]}
+                "next_top_rewards": next_top, "mask": self.mask[idx],
+                "next_changed": candidate_carry.changed(next_top, top, xfers, places).astype(np.float32)}
 
     def batches(self, batch_size: int, rng: np.random.Generator) -> Iterator[dict[str, np.ndarray]]:
         """Endless sequence batches; z is drawn afresh from V's posteriors every epoch."""

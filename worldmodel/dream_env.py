@@ -18,8 +18,12 @@ Step t with slot (r, l):
                              M.step(z_t, move(r, l), state, that reward) gives the done
                              probability, the next
                              candidates (slot_logits > threshold, their slot_rewards) and
-                             the mixture over z_{t+1}; z_{t+1} is sampled. A dream whose
-                             candidates are all gone ends, as the real env does.
+                             the mixture over z_{t+1}; z_{t+1} is sampled. With M's
+                             carry_candidates, the next candidates are top_t carried over
+                             (the taken slot gone, worldmodel/candidate_carry.py) except
+                             where M predicts a slot changed (changed_logits > 0), where
+                             they are M's. A dream whose candidates are all gone ends, as
+                             the real env does.
 The first candidates are those of the real start graph, read from the rollouts.
 
     z_0 ~ N(mu_0, sigma_0), top_0 of a real start graph (from the rollout file)
@@ -36,6 +40,7 @@ import sonnet as snt
 import tensorflow as tf
 from gymnasium import spaces
 
+from worldmodel import candidate_carry
 from worldmodel.configs import DreamConfig
 from worldmodel.moves import move
 
@@ -100,11 +105,11 @@ class Dream:
 
     def _transition_py(self, z, moves, taken, hidden, cell, seed):
         """M's step and the draw of z_{t+1}, traced once: (next z, next state, done
-        probability, slot probabilities, slot rewards)."""
+        probability, slot probabilities, slot rewards, whether each slot changed)."""
         out, state = self.mdnrnn.step(z, moves, snt.LSTMState(hidden=hidden, cell=cell), taken)
         next_z = self.mdnrnn.sample_z(out, self.config.tau, seed=seed)
         return (next_z, state.hidden, state.cell, tf.sigmoid(out.done_logit), tf.sigmoid(out.slot_logits),
-                out.slot_rewards)
+                out.slot_rewards, out.changed_logits > 0)
 
     def _predicted_candidates(self, slot_prob: np.ndarray, slot_rewards: np.ndarray) -> np.ndarray:
         """top [B, R, L] from M's slot heads: a slot exists where its probability passes
@@ -148,7 +153,7 @@ class Dream:
         moves = move(rules, np.where(moving, locations, -1), self.n_rules + 1)
         seed = tf.constant(self.seeds.integers(0, 2**31 - 1, 2), tf.int32)
         earned = np.where(moving, np.nan_to_num(self.top[rows, rules, locations], neginf=0.0), 0.0).astype(np.float32)
-        next_z, hidden, cell, done_prob, slot_prob, slot_rewards = self._transition(
+        next_z, hidden, cell, done_prob, slot_prob, slot_rewards, change = self._transition(
             self.z, tf.constant(moves, tf.int32), tf.constant(earned), self.state.hidden, self.state.cell, seed)
         new_state = snt.LSTMState(hidden=hidden, cell=cell)
         charge = self.config.step_cost + self.config.detour_cost * (earned <= 0)
@@ -156,6 +161,9 @@ class Dream:
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)
         done_prob = done_prob.numpy()
         next_top = self._predicted_candidates(slot_prob.numpy(), slot_rewards.numpy())
+        if self.mdnrnn.config.carry_candidates:
+            carried = candidate_carry.carried(self.top, rules, np.where(moving, locations, -1))
+            next_top = candidate_carry.merged(carried, next_top, change.numpy())
         moved = valid & ~stop
         no_candidates = ~np.isfinite(next_top[:, self.rules]).any(axis=(1, 2))
         terminated = stop | (moved & ((done_prob > self.config.done_threshold) | no_candidates))

@@ -109,7 +109,8 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
     z = held_out.sample_z(np.random.default_rng(seed))
     got = {k: [] for k in ("z_nll", "z_se", "copy_se", "reward", "true_reward", "done", "true_done",
                            "mask", "true_mask", "done_bce", "mask_bce", "slot_bce", "slot_se", "slot",
-                           "true_slot", "slot_expected_se", "slot_loss_se", "slot_count")}
+                           "true_slot", "slot_expected_se", "slot_loss_se", "slot_count", "changed_bce", "changed",
+                           "true_changed")}
     for s in range(0, held_out.num_episodes, batch_size):
         batch = held_out.batch(np.arange(s, min(s + batch_size, held_out.num_episodes)), z)
         out = predict(batch)
@@ -134,9 +135,14 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
             out["slot_rewards"][real], np.where(exists, top, 0.0), exists, reward_scale, slot_reward_loss,
             np.arcsinh, np.where)).sum((-2, -1)))
         got["slot_count"].append(exists.sum((-2, -1)))
+        if "changed_logits" in out:
+            true_changed = batch["next_changed"][real] > 0.5
+            got["changed_bce"].append(_bce(out["changed_logits"][real], true_changed.astype(np.float32)).mean((-2, -1)))
+            got["changed"].append(out["changed_logits"][real] > 0)
+            got["true_changed"].append(true_changed)
         got["slot"].append((out["slot_logits"][real] > 0).reshape(len(top), -1))
         got["true_slot"].append(exists.reshape(len(top), -1))
-    g = {k: np.concatenate(v) for k, v in got.items()}
+    g = {k: np.concatenate(v) for k, v in got.items() if v}
     return {
         "steps": float(len(g["reward"])),
         "z_nll": float(g["z_nll"].mean()),
@@ -161,7 +167,20 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
         # of the candidate slots that exist after a step, how many M predicts (recall)
         "slot_recall": float(np.mean(g["slot"][g["true_slot"]])) if g["true_slot"].any() else 1.0,
         "_reward": (g["reward"], g["true_reward"]),
+        **_changed_metrics(g),
     }
+
+
+def _changed_metrics(g: dict) -> dict:
+    """M's prediction of which candidate slots a step changes (carry_candidates): the
+    BCE, the share of steps whose changed slots it gets exactly right, and the share of
+    changed slots it finds; {} where the predictions lack changed_logits."""
+    if "changed_bce" not in g:
+        return {}
+    changed, true = g["changed"], g["true_changed"]
+    return {"changed_bce": float(g["changed_bce"].mean()),
+            "changed_row_accuracy": float(np.mean(np.all(changed == true, axis=(-2, -1)))),
+            "changed_recall": float(np.mean(changed[true])) if true.any() else 1.0}
 
 
 def mdnrnn_loss(metrics: dict, config) -> float:
@@ -170,7 +189,8 @@ def mdnrnn_loss(metrics: dict, config) -> float:
     slot_reward = metrics["slot_loss_se"]
     return float(metrics["z_nll"] + config.reward_weight * reward + config.done_weight * metrics["done_bce"]
                  + config.mask_weight * metrics["mask_bce"]
-                 + config.candidate_weight * (metrics["slot_bce"] + slot_reward))
+                 + config.candidate_weight * (metrics["slot_bce"] + slot_reward
+                                              + (metrics["changed_bce"] if config.carry_candidates else 0.0)))
 
 
 def _bce(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:

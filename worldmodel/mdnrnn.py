@@ -17,6 +17,10 @@
                                     slot_rewards [B, R, L] the reward of rule r's l-th most
                                                        rewarding location at step t + 1,
                                                        times whether it exists (expected)
+                                    changed_logits [B, R, L] whether that slot differs
+                                                       from step t's carried over
+                                                       (carry_candidates; else +30:
+                                                       every slot is M's)
 
 p(z_{t+1} | h_t) = sum_k softmax(logits / tau)_k N(z_{t+1}; mu_k, diag(sigma_k^2 tau)).
 The means are offsets from z_t because one rewrite changes the graph (and z) a little.
@@ -31,7 +35,9 @@ the step; 0 where unknown): what a rewrite leads to scales with what it cost (a 
 payback with the size of the conv its entry enlarged), which z alone may not resolve.
 R = n_rules + 1 (the last xfer is stop); L = config.top_locations. The slot heads are
 the dream's candidates: what the real env gives every agent for free after a step (its
-enumeration's candidates and their rewards, info["top_rewards"]), predicted.
+enumeration's candidates and their rewards, info["top_rewards"]), predicted. With
+`MDNRNNConfig.carry_candidates` the dream keeps step t's candidates carried over
+(worldmodel/candidate_carry.py) where changed_logits says a slot did not change.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from worldmodel.configs import MDNRNNConfig, slot_reward_error
 tfd = tfp.distributions
 
 _LOG_SIGMA_MIN, _LOG_SIGMA_MAX = -7.0, 2.0
+ALWAYS_CHANGED = 30.0  # changed_logits without carry_candidates: every slot is M's prediction
 MOVE_DIM = 32  # width of a move's embedding (module docstring)
 
 
@@ -55,7 +62,8 @@ class MDNOutput(NamedTuple):
     """M's predictions after step t; leading dims [B] (step) or [B, T] (__call__).
 
     logits [.., K], mu [.., K, Z], log_sigma [.., K, Z], reward [..], done_logit [..],
-    mask_logits [.., R], slot_logits [.., R, L], slot_rewards [.., R, L].
+    mask_logits [.., R], slot_logits [.., R, L], slot_rewards [.., R, L],
+    changed_logits [.., R, L].
     """
 
     logits: tf.Tensor
@@ -66,6 +74,7 @@ class MDNOutput(NamedTuple):
     mask_logits: tf.Tensor
     slot_logits: tf.Tensor
     slot_rewards: tf.Tensor
+    changed_logits: tf.Tensor
 
 
 class MDNRNN(snt.Module):
@@ -84,7 +93,8 @@ class MDNRNN(snt.Module):
             self._mdn = snt.Linear(k + 2 * k * z, name="mdn_head")
             self._features = snt.nets.MLP([config.hidden], activate_final=True, name="head_features")
             self._slots = self.n_actions * config.top_locations
-            self._heads = snt.Linear(2 + self.n_actions + 2 * self._slots, name="heads")
+            carry = self._slots if config.carry_candidates else 0
+            self._heads = snt.Linear(2 + self.n_actions + 2 * self._slots + carry, name="heads")
             self.n_moves = self.n_actions * (config.top_locations + 1)
             if config.candidate_inputs:
                 self._moves = snt.Embed(self.n_moves, MOVE_DIM, initializer=tf.zeros_initializer(),
@@ -181,12 +191,19 @@ class MDNRNN(snt.Module):
         delta, log_sigma = tf.split(tf.reshape(params[:, k:], [-1, k, 2 * zdim]), 2, axis=-1)
         heads = self._heads(self._head_features(hidden, z, action, read))
         r, slots, shape = self.n_actions, self._slots, [-1, self.n_actions, self.config.top_locations]
+        rewards_end = 2 + r + 2 * slots
+        slot_logits = tf.reshape(heads[:, 2 + r:2 + r + slots], shape)
+        if self.config.carry_candidates:
+            changed = tf.reshape(heads[:, rewards_end:], shape)
+        else:
+            changed = tf.fill(tf.shape(slot_logits), ALWAYS_CHANGED)
         return MDNOutput(logits=logits, mu=z[:, None, :] + delta,
                          log_sigma=tf.clip_by_value(log_sigma, _LOG_SIGMA_MIN, _LOG_SIGMA_MAX),
                          reward=heads[:, 0] * self._reward_scale, done_logit=heads[:, 1],
                          mask_logits=heads[:, 2:2 + r],
-                         slot_logits=tf.reshape(heads[:, 2 + r:2 + r + slots], shape),
-                         slot_rewards=tf.reshape(heads[:, 2 + r + slots:], shape) * self._reward_scale)
+                         slot_logits=slot_logits,
+                         slot_rewards=tf.reshape(heads[:, 2 + r + slots:rewards_end], shape) * self._reward_scale,
+                         changed_logits=changed)
 
     def step(self, z: tf.Tensor, action: tf.Tensor, state: snt.LSTMState,
              taken: tf.Tensor | None = None) -> tuple[MDNOutput, snt.LSTMState]:
@@ -243,7 +260,8 @@ class MDNRNN(snt.Module):
                          done_logit=tf.reshape(out.done_logit, [batch, steps]),
                          mask_logits=tf.reshape(out.mask_logits, [batch, steps, self.n_actions]),
                          slot_logits=tf.reshape(out.slot_logits, slots),
-                         slot_rewards=tf.reshape(out.slot_rewards, slots))
+                         slot_rewards=tf.reshape(out.slot_rewards, slots),
+                         changed_logits=tf.reshape(out.changed_logits, slots))
 
     def mixture(self, out: MDNOutput, tau: float | None = None) -> tfd.Distribution:
         """p(z_{t+1}) at temperature tau (default config.tau): a MixtureSameFamily of
@@ -274,13 +292,16 @@ class MDNRNN(snt.Module):
 
     def loss(self, z_seq: tf.Tensor, actions: tf.Tensor, next_z: tf.Tensor, rewards: tf.Tensor,
              dones: tf.Tensor, next_masks: tf.Tensor, next_top_rewards: tf.Tensor,
-             mask: tf.Tensor) -> dict[str, tf.Tensor]:
+             mask: tf.Tensor, next_changed: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
         """Losses averaged over real steps (mask [B, T]; next_top_rewards [B, T, R, L], -inf
         where a rule has fewer than L locations):
         {"total", "z_nll" (nats per latent dim), "reward" (MSE in reward_scale units), "done" (BCE),
         "mask" (BCE per xfer), "slot" (BCE per (rule, l) slot), "slot_reward" (squared
         error in reward_scale units of E[reward * 1(slot exists)] over all slots, per slot
-        that exists)} with total = z_nll + weighted head losses."""
+        that exists)} with total = z_nll + weighted head losses; with carry_candidates
+        also "changed" (BCE per slot of `next_changed` [B, T, R, L], the slots that differ
+        from the carried candidates, worldmodel/candidate_carry.changed), weighted as the
+        slots."""
         c = self.config
         out = self(z_seq, actions, mask, taken=rewards)  # the step reward is the taken candidate's
         mask = tf.cast(mask, tf.float32)
@@ -302,7 +323,13 @@ class MDNRNN(snt.Module):
         steps_mask = mask[..., None, None]
         real_slots = tf.reduce_sum(tf.cast(exists, tf.float32) * steps_mask)
         slot_reward = tf.reduce_sum(tf.square(error) * steps_mask) / tf.maximum(real_slots, 1.0)
+        changed = tf.constant(0.0)
+        if c.carry_candidates:
+            if next_changed is None:
+                raise ValueError("MDNRNN.loss: carry_candidates needs next_changed (the slots that changed)")
+            changed = mean(tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+                labels=tf.cast(next_changed, tf.float32), logits=out.changed_logits), [-2, -1]))
         total = (z_nll + c.reward_weight * reward + c.done_weight * done + c.mask_weight * mask_bce
-                 + c.candidate_weight * (slot_bce + slot_reward))
+                 + c.candidate_weight * (slot_bce + slot_reward + changed))
         return {"total": total, "z_nll": z_nll, "reward": reward, "done": done, "mask": mask_bce,
-                "slot": slot_bce, "slot_reward": slot_reward}
+                "slot": slot_bce, "slot_reward": slot_reward, "changed": changed}

@@ -30,7 +30,8 @@ from worldmodel.tf_utils import TracedFunction, train_step_fn
 from worldmodel.training_loop import open_session, run_loop
 from worldmodel.vae_training import make_encode_decode
 
-SEQUENCE_FIELDS = ("z", "actions", "next_z", "rewards", "dones", "next_masks", "next_top_rewards", "mask")
+SEQUENCE_FIELDS = ("z", "actions", "next_z", "rewards", "dones", "next_masks", "next_top_rewards", "mask",
+                   "next_changed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,8 @@ def sequence_signature(latent_dim: int, n_actions: int, top_locations: int) -> l
     steps = tf.TensorSpec([None, None], tf.float32)
     return [z, tf.TensorSpec([None, None], tf.int32), z, steps, steps,
             tf.TensorSpec([None, None, n_actions], tf.float32),
-            tf.TensorSpec([None, None, n_actions, top_locations], tf.float32), steps]
+            tf.TensorSpec([None, None, n_actions, top_locations], tf.float32), steps,
+            tf.TensorSpec([None, None, n_actions, top_locations], tf.float32)]
 
 
 def _signature(model: MDNRNN) -> list[tf.TensorSpec]:
@@ -55,7 +57,7 @@ def _signature(model: MDNRNN) -> list[tf.TensorSpec]:
 
 
 def make_train_step(model: MDNRNN, optimizer: snt.Optimizer, max_grad_norm: float) -> TracedFunction:
-    """(z, actions, next_z, rewards, dones, next_masks, next_top_rewards, mask) -> losses,
+    """(z, actions, next_z, rewards, dones, next_masks, next_top_rewards, mask, next_changed) -> losses,
     traced once."""
     step = train_step_fn(model.loss, lambda: model.trainable_variables, optimizer, max_grad_norm)
     return TracedFunction(step, _signature(model))
@@ -64,12 +66,15 @@ def make_train_step(model: MDNRNN, optimizer: snt.Optimizer, max_grad_norm: floa
 def make_predict(model: MDNRNN) -> Callable:
     """EncodedEpisodes batch -> numpy predictions for evaluation.mdnrnn_metrics."""
 
-    def run(z, actions, next_z, rewards, dones, next_masks, next_top_rewards, mask):
+    def run(z, actions, next_z, rewards, dones, next_masks, next_top_rewards, mask, next_changed):
         out = model(z, actions, mask, taken=rewards)  # as in training: M reads the taken candidate's reward
         mixture = model.mixture(out, tau=1.0)
-        return {"z_nll": -mixture.log_prob(next_z) / model.config.latent_dim, "z_mean": mixture.mean(),
-                "reward": out.reward, "done_logit": out.done_logit, "mask_logits": out.mask_logits,
-                "slot_logits": out.slot_logits, "slot_rewards": out.slot_rewards}
+        predicted = {"z_nll": -mixture.log_prob(next_z) / model.config.latent_dim, "z_mean": mixture.mean(),
+                     "reward": out.reward, "done_logit": out.done_logit, "mask_logits": out.mask_logits,
+                     "slot_logits": out.slot_logits, "slot_rewards": out.slot_rewards}
+        if model.config.carry_candidates:
+            predicted["changed_logits"] = out.changed_logits
+        return predicted
 
     fn = TracedFunction(run, _signature(model))
     return lambda batch: {k: v.numpy() for k, v in fn(*(batch[f] for f in SEQUENCE_FIELDS)).items()}

@@ -20,6 +20,12 @@ def move(xfer, place, n_actions: int):
     return np.where(place >= 0, xfer + n_actions * (place + 1), xfer).astype(np.int32)
 
 
+def xfer_and_place(moves, n_actions: int):
+    """The inverse of `move`: (xfer, place) arrays, place -1 where the move is an xfer alone."""
+    moves = np.asarray(moves)
+    return (moves % n_actions).astype(np.int64), (moves // n_actions - 1).astype(np.int64)
+
+
 def place_of_reward(reward, top_rewards, tolerance: float = 2e-3):
     """The rank of a rewrite's location among its rule's L most rewarding, from the reward
     it earned and the rule's row of info["top_rewards"] [..., L] before the step: the first
@@ -32,4 +38,4 @@ def place_of_reward(reward, top_rewards, tolerance: float = 2e-3):
     return np.where(close.any(axis=-1), np.argmax(close, axis=-1), -1).astype(np.int32)
 
 
-__all__ = ["move", "place_of_reward"]
+__all__ = ["move", "place_of_reward", "xfer_and_place"]
