@@ -9,7 +9,8 @@ Steps, each an `rlflow` command (rerunning resumes where it stopped):
     collect   valley_0..7, --policy explore_optima (greedy's optimum, then affordable
               losing rewrites and random improving ones), table:h100_fp32
     V, M      on those rollouts (OUT/world); M with --candidate-inputs (it reads the move
-              and the taken candidate's reward)
+              and the taken candidate's reward), --carry-candidates (the dream keeps the
+              candidates a step does not change) and --slot-reward-loss asinh
     per seed  OUT/seed_<s>: the world's V, M and rollouts (linked), the controller
               trained with that seed and the requested variants (untrained_world,
               myopic_world); `rlflow evaluate` of every row on the held-out members
@@ -59,7 +60,8 @@ def world(out: str, a) -> str:
            "--workers", str(a.workers), "--horizon", str(a.horizon), "--cost-model", COST_MODEL,
            "--out", os.path.join(run, "rollouts.h5"))
     rlflow("train-vae", "--run", run, "--steps", str(a.vae_steps), "--seed", "0")
-    rlflow("train-mdnrnn", "--run", run, "--steps", str(a.mdnrnn_steps), "--seed", "0", "--candidate-inputs")
+    rlflow("train-mdnrnn", "--run", run, "--steps", str(a.mdnrnn_steps), "--seed", "0", "--candidate-inputs",
+           "--carry-candidates", "--slot-reward-loss", "asinh")
     return run
 
 
@@ -91,6 +93,9 @@ def main(argv=None) -> int:
     p.add_argument("--updates", type=int, default=200)
     p.add_argument("--num-dreams", type=int, default=32)
     p.add_argument("--rollout-steps", type=int, default=16)
+    p.add_argument("--learning-rate", type=float, default=3e-4,
+                   help="C's (the default 1e-3 learns to stop everywhere within 10 updates on this family)")
+    p.add_argument("--entropy-coef", type=float, default=0.1)
     a = p.parse_args(argv)
     a.out = os.path.abspath(a.out)
     world_run = world(a.out, a)
@@ -100,7 +105,8 @@ def main(argv=None) -> int:
     for seed in a.seeds:
         run = seed_run(world_run, a.out, seed)
         ppo = ["--updates", str(a.updates), "--horizon", str(a.horizon), "--num-dreams", str(a.num_dreams),
-               "--rollout-steps", str(a.rollout_steps), "--seed", str(seed)]
+               "--rollout-steps", str(a.rollout_steps), "--seed", str(seed), "--learning-rate", str(a.learning_rate),
+               "--entropy-coef", str(a.entropy_coef)]
         rlflow("train-controller", "--run", run, *ppo)
         for variant in a.variants:
             rlflow("train-controller", "--run", run, "--variant", variant, *ppo)

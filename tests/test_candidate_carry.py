@@ -134,3 +134,33 @@ def test_the_dream_keeps_the_carried_candidates_where_m_predicts_no_change():
     dream.reset()
     _, top, _, terminated, _, _ = dream.step(np.array([1 * width + 1, 3 * width + 0]))
     assert terminated.all()  # no candidate is left, so the dreams end (and restart)
+
+
+def test_a_best_so_far_dream_pays_a_losing_rewrite_back_only_beyond_the_best_graph():
+    """DreamConfig.reward "best_so_far": the return is the gain of the episode's cheapest
+    graph less the charges; "step": every candidate's own reward."""
+    import tensorflow as tf
+
+    from worldmodel.dream_env import Dream, DreamConfig
+
+    vae, model = _tiny_world(True)
+    r, width = model.n_actions, model.config.top_locations
+    start = np.full((1, r, width), -INF, np.float32)
+    start[0, 1, 0], start[0, 3, 0], start[0, 4, 0] = -2.0, 3.0, 0.5
+    heads = model._heads
+    bias = heads.b.numpy()
+    bias[2 + r + 2 * r * width:] = -50.0  # nothing changes: the candidates carry over
+    heads.w.assign(tf.zeros_like(heads.w))
+    heads.b.assign(bias)
+    returns = {}
+    for reward in ("step", "best_so_far"):
+        config = DreamConfig(horizon=10, done_threshold=1.0, reward=reward)
+        dream = Dream(vae, model, np.zeros((1, 2, 4), np.float32), start, config, batch_size=1, seed=0)
+        dream.reset()
+        got = [float(dream.step(np.array([rule * width]))[2][0]) for rule in (1, 3, 4)]
+        returns[reward] = got
+    np.testing.assert_allclose(returns["step"], [-2.0 - 0.27, 3.0 - 0.02, 0.5 - 0.02], rtol=1e-6)
+    # below the start by 1.0 after the second rewrite, 1.5 after the third
+    np.testing.assert_allclose(returns["best_so_far"], [0.0 - 0.27, 1.0 - 0.02, 0.5 - 0.02], rtol=1e-6)
+    with pytest.raises(ValueError, match="reward"):
+        DreamConfig(reward="final")

@@ -12,6 +12,8 @@ import dataclasses
 #: MDNRNNConfig.slot_reward_loss's choices, and the asinh loss's knee in reward_scale units
 SLOT_REWARD_LOSSES = ("squared", "asinh")
 SLOT_REWARD_KNEE = 0.1
+#: DreamConfig.reward's choices
+DREAM_REWARDS = ("step", "best_so_far")
 
 
 def slot_reward_error(predicted, target, exists, reward_scale: float, loss: str, asinh, where):
@@ -213,6 +215,17 @@ class DreamConfig:
             graph; the real agent charges the same (controller.agent).
         detour_cost: charged in addition for a rewrite M predicts does not reduce the
             runtime (predicted reward <= 0), as the real agent does.
+        reward: "step": a rewrite earns its candidate's reward (the runtime it saves);
+            "best_so_far": it earns how far it takes the graph below the cheapest graph
+            of the episode so far (0 while below it), so a dream's return is the gain of
+            its best graph, what the evaluation keeps of an episode
+            (controller.evaluation.episode_graph). A losing rewrite then costs only its
+            charges and is paid back only if a later one beats the best so far: the
+            valley's entry is worth its payback's surplus, and exploring losing rewrites
+            no longer teaches the policy to stop at once (with "step" a -5% to -90%
+            rewrite costs its loss; on the valley family C stopped everywhere within 15
+            updates).
+        Both charges apply to every reward.
     """
 
     horizon: int = 50
@@ -222,6 +235,7 @@ class DreamConfig:
     invalid_penalty: float = -1.0
     step_cost: float = 0.02
     detour_cost: float = 0.25
+    reward: str = "step"
 
     def __post_init__(self):
         if self.step_cost < 0 or self.detour_cost < 0:
@@ -230,6 +244,8 @@ class DreamConfig:
             raise ValueError(f"horizon must be >= 1, got {self.horizon}")
         if self.tau <= 0:
             raise ValueError(f"tau must be > 0, got {self.tau}")
+        if self.reward not in DREAM_REWARDS:
+            raise ValueError(f"DreamConfig.reward must be one of {DREAM_REWARDS}, got {self.reward!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,10 @@ Step t with slot (r, l):
     stop                  -> done, reward 0
     a slot that is empty  -> reward `invalid_penalty`, state unchanged
     otherwise             -> reward top_t[r, l] (the candidate's reward, less
-                             `step_cost`, and `detour_cost` where it saves nothing);
+                             `step_cost`, and `detour_cost` where it saves nothing;
+                             with DreamConfig.reward "best_so_far", what the step's
+                             graph saves beyond the dream's cheapest so far, less the
+                             same charges);
                              M.step(z_t, move(r, l), state, that reward) gives the done
                              probability, the next
                              candidates (slot_logits > threshold, their slot_rewards) and
@@ -93,6 +96,9 @@ class Dream:
         self.seeds = np.random.default_rng(seed)  # stateless seeds for M's sampling
         self.z = self.state = self.top = None
         self.steps = np.zeros(batch_size, np.int32)
+        # each dream's saving so far and its best (% of the start cost), for "best_so_far"
+        self.saved = np.zeros(batch_size, np.float32)
+        self.best = np.zeros(batch_size, np.float32)
 
     @property
     def hidden_size(self) -> int:
@@ -131,6 +137,8 @@ class Dream:
         """Starts all B dreams; returns (observations [B, Z + H], candidates [B, R, L])."""
         self.z, self.state, self.top = self._start(self.batch_size)
         self.steps[:] = 0
+        self.saved[:] = 0.0
+        self.best[:] = 0.0
         return self.observation(), self.top.copy()
 
     def observation(self) -> np.ndarray:
@@ -157,7 +165,12 @@ class Dream:
             self.z, tf.constant(moves, tf.int32), tf.constant(earned), self.state.hidden, self.state.cell, seed)
         new_state = snt.LSTMState(hidden=hidden, cell=cell)
         charge = self.config.step_cost + self.config.detour_cost * (earned <= 0)
-        reward = np.where(stop, 0.0, earned - charge).astype(np.float32)
+        self.saved += earned
+        gain = earned
+        if self.config.reward == "best_so_far":
+            gain = np.maximum(self.saved - self.best, 0.0)
+        self.best = np.maximum(self.best, self.saved)
+        reward = np.where(stop, 0.0, gain - charge).astype(np.float32)
         reward = np.where(~valid, self.config.invalid_penalty, reward).astype(np.float32)
         done_prob = done_prob.numpy()
         next_top = self._predicted_candidates(slot_prob.numpy(), slot_rewards.numpy())
@@ -181,6 +194,8 @@ class Dream:
             self.state = tf.nest.map_structure(lambda a, b: tf.where(e, a, b), s0, self.state)
             self.top = np.where(ended[:, None, None], t0, self.top)
             self.steps[ended] = 0
+            self.saved[ended] = 0.0
+            self.best[ended] = 0.0
         return self.observation(), self.top.copy(), reward, terminated, truncated, ~valid
 
 
