@@ -164,3 +164,16 @@ def test_a_best_so_far_dream_pays_a_losing_rewrite_back_only_beyond_the_best_gra
     np.testing.assert_allclose(returns["best_so_far"], [0.0 - 0.27, 1.0 - 0.02, 0.5 - 0.02], rtol=1e-6)
     with pytest.raises(ValueError, match="reward"):
         DreamConfig(reward="final")
+
+
+def test_the_held_out_metric_weighs_a_changed_slot_as_m_s_loss_does():
+    import tensorflow as tf
+
+    from worldmodel.evaluation import _bce
+
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=200).astype(np.float32) * 4
+    labels = (rng.random(200) > 0.7).astype(np.float32)
+    for weight in (1.0, 30.0):
+        expected = tf.nn.weighted_cross_entropy_with_logits(labels=labels, logits=logits, pos_weight=weight).numpy()
+        np.testing.assert_allclose(_bce(logits, labels, weight), expected, rtol=1e-4, atol=1e-4)

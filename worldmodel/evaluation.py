@@ -92,7 +92,7 @@ def transition_baselines(train: EncodedEpisodes) -> dict[str, np.ndarray]:
 
 def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict, *,
                    batch_size: int = 64, seed: int = 0, reward_scale: float = 1.0,
-                   slot_reward_loss: str = "squared") -> dict:
+                   slot_reward_loss: str = "squared", changed_weight: float = 1.0) -> dict:
     """M's held-out metrics (module docstring).
 
     Args:
@@ -101,7 +101,7 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
         held_out: the held-out episodes, encoded.
         baselines: transition_baselines(train).
         reward_scale, slot_reward_loss: M's (MDNRNNConfig), for "slot_loss_se", the loss's
-            candidate-reward term.
+            candidate-reward term; changed_weight: its weight of a changed slot.
 
     Returns:
         {metric: float}, plus "_reward" (predicted, true) arrays for a plot.
@@ -137,7 +137,8 @@ def mdnrnn_metrics(predict: Callable, held_out: EncodedEpisodes, baselines: dict
         got["slot_count"].append(exists.sum((-2, -1)))
         if "changed_logits" in out:
             true_changed = batch["next_changed"][real] > 0.5
-            got["changed_bce"].append(_bce(out["changed_logits"][real], true_changed.astype(np.float32)).mean((-2, -1)))
+            got["changed_bce"].append(_bce(out["changed_logits"][real], true_changed.astype(np.float32),
+                                           changed_weight).mean((-2, -1)))
             got["changed"].append(out["changed_logits"][real] > 0)
             got["true_changed"].append(true_changed)
         got["slot"].append((out["slot_logits"][real] > 0).reshape(len(top), -1))
@@ -193,9 +194,11 @@ def mdnrnn_loss(metrics: dict, config) -> float:
                                               + (metrics["changed_bce"] if config.carry_candidates else 0.0)))
 
 
-def _bce(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Elementwise sigmoid cross-entropy (as tf.nn.sigmoid_cross_entropy_with_logits)."""
-    return np.maximum(logits, 0) - logits * labels + np.log1p(np.exp(-np.abs(logits)))
+def _bce(logits: np.ndarray, labels: np.ndarray, pos_weight: float = 1.0) -> np.ndarray:
+    """Elementwise sigmoid cross-entropy (as tf.nn.sigmoid_cross_entropy_with_logits; with
+    pos_weight, as tf.nn.weighted_cross_entropy_with_logits)."""
+    log_sigmoid_neg = np.maximum(logits, 0) + np.log1p(np.exp(-np.abs(logits)))  # -log(1 - sigmoid)
+    return (1 - labels) * log_sigmoid_neg + pos_weight * labels * (log_sigmoid_neg - logits)
 
 
 def public(metrics: dict) -> dict:

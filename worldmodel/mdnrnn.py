@@ -300,8 +300,8 @@ class MDNRNN(snt.Module):
         error in reward_scale units of E[reward * 1(slot exists)] over all slots, per slot
         that exists)} with total = z_nll + weighted head losses; with carry_candidates
         also "changed" (BCE per slot of `next_changed` [B, T, R, L], the slots that differ
-        from the carried candidates, worldmodel/candidate_carry.changed), weighted as the
-        slots."""
+        from the carried candidates, worldmodel/candidate_carry.changed; a changed slot
+        weighs changed_weight), weighted as the slots."""
         c = self.config
         out = self(z_seq, actions, mask, taken=rewards)  # the step reward is the taken candidate's
         mask = tf.cast(mask, tf.float32)
@@ -327,8 +327,9 @@ class MDNRNN(snt.Module):
         if c.carry_candidates:
             if next_changed is None:
                 raise ValueError("MDNRNN.loss: carry_candidates needs next_changed (the slots that changed)")
-            changed = mean(tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
-                labels=tf.cast(next_changed, tf.float32), logits=out.changed_logits), [-2, -1]))
+            changed = mean(tf.reduce_mean(tf.nn.weighted_cross_entropy_with_logits(
+                labels=tf.cast(next_changed, tf.float32), logits=out.changed_logits,
+                pos_weight=c.changed_weight), [-2, -1]))
         total = (z_nll + c.reward_weight * reward + c.done_weight * done + c.mask_weight * mask_bce
                  + c.candidate_weight * (slot_bce + slot_reward + changed))
         return {"total": total, "z_nll": z_nll, "reward": reward, "done": done, "mask": mask_bce,

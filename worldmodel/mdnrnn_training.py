@@ -102,7 +102,8 @@ def _evaluate(predict, held_out: EncodedEpisodes | None, baselines: dict, model:
     if held_out is None:
         return {}
     metrics = evaluation.mdnrnn_metrics(predict, held_out, baselines, reward_scale=model.reward_scale or 1.0,
-                                        slot_reward_loss=model.slot_reward_loss)
+                                        slot_reward_loss=model.slot_reward_loss,
+                                        changed_weight=model.changed_weight)
     metrics["loss"] = evaluation.mdnrnn_loss(metrics, model)
     summaries.write_scalars("eval", evaluation.public(metrics), step)
     summaries.write_scatter("plots/reward", *metrics["_reward"], step=step)
