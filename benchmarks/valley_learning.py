@@ -9,11 +9,13 @@ Steps, each an `rlflow` command (rerunning resumes where it stopped):
     collect   valley_0..7, --policy explore_optima (greedy's optimum, then affordable
               losing rewrites and random improving ones), table:h100_fp32
     V, M      on those rollouts (OUT/world); M with --candidate-inputs (it reads the move
-              and the taken candidate's reward), --carry-candidates (the dream keeps the
-              candidates a step does not change) and --slot-reward-loss asinh
+              and the taken candidate's reward) and --carry-candidates --changed-weight 30
+              (the dream keeps the candidates a step does not change)
     per seed  OUT/seed_<s>: the world's V, M and rollouts (linked), the controller
               trained with that seed and the requested variants (untrained_world,
-              myopic_world); `rlflow evaluate` of every row on the held-out members
+              myopic_world), each with the dream's "best_so_far" reward (a rewrite earns
+              what takes the graph below the episode's best so far, as the evaluation
+              keeps the best graph); `rlflow evaluate` of every row on the held-out members
 A row *takes the valley* on a graph when it ends more than 0.3% below greedy's cost
 (controller.versus_greedy.MARGIN): on these graphs only a losing rewrite that pays back
 later gets there. Per row: the share of (held-out member, seed) pairs where it does,
@@ -61,7 +63,7 @@ def world(out: str, a) -> str:
            "--out", os.path.join(run, "rollouts.h5"))
     rlflow("train-vae", "--run", run, "--steps", str(a.vae_steps), "--seed", "0")
     rlflow("train-mdnrnn", "--run", run, "--steps", str(a.mdnrnn_steps), "--seed", "0", "--candidate-inputs",
-           "--carry-candidates", "--slot-reward-loss", "asinh")
+           "--carry-candidates", "--changed-weight", "30", "--slot-reward-loss", a.slot_reward_loss)
     return run
 
 
@@ -96,6 +98,7 @@ def main(argv=None) -> int:
     p.add_argument("--learning-rate", type=float, default=3e-4,
                    help="C's (the default 1e-3 learns to stop everywhere within 10 updates on this family)")
     p.add_argument("--entropy-coef", type=float, default=0.1)
+    p.add_argument("--slot-reward-loss", default="squared", choices=("squared", "asinh"))
     a = p.parse_args(argv)
     a.out = os.path.abspath(a.out)
     world_run = world(a.out, a)
@@ -106,7 +109,7 @@ def main(argv=None) -> int:
         run = seed_run(world_run, a.out, seed)
         ppo = ["--updates", str(a.updates), "--horizon", str(a.horizon), "--num-dreams", str(a.num_dreams),
                "--rollout-steps", str(a.rollout_steps), "--seed", str(seed), "--learning-rate", str(a.learning_rate),
-               "--entropy-coef", str(a.entropy_coef)]
+               "--entropy-coef", str(a.entropy_coef), "--reward", "best_so_far"]
         rlflow("train-controller", "--run", run, *ppo)
         for variant in a.variants:
             rlflow("train-controller", "--run", run, "--variant", variant, *ppo)
@@ -118,7 +121,7 @@ def main(argv=None) -> int:
             results += [{**r, "seed": seed} for r in json.load(f)]
     greedy = {(r["seed"], r["graph"]): r["speedup"] for r in results if r["agent"] == "greedy"}
     table = []
-    for agent in [*rows, "greedy", "backtracking"]:
+    for agent in [*ROWS, "greedy", "backtracking"]:  # every row some seed's evaluation holds
         mine = [r for r in results if r["agent"] == agent]
         if not mine:
             continue
