@@ -27,16 +27,15 @@ def carried(top: np.ndarray, xfer, place) -> np.ndarray:
     (-inf where a rule has no candidate), the taken xfer [...] and its slot `place` [...]
     (< 0: the slot is unknown, or no rewrite, e.g. stop) -> [..., R, L]."""
     top = np.asarray(top, np.float32)
-    out = top.copy()
-    lead = top.shape[:-2]
+    lead, width = top.shape[:-2], top.shape[-1]
+    flat = top.reshape(-1, *top.shape[-2:]).copy()
     xfer = np.broadcast_to(np.asarray(xfer), lead).reshape(-1)
     place = np.broadcast_to(np.asarray(place), lead).reshape(-1)
-    flat = out.reshape(-1, *top.shape[-2:])
-    width = top.shape[-1]
-    for i in np.flatnonzero((place >= 0) & (place < width)):
-        row = flat[i, xfer[i]]
-        row[place[i]:-1] = row[place[i] + 1:].copy()
-        row[-1] = -np.inf
+    steps = np.flatnonzero((place >= 0) & (place < width))
+    rows = flat[steps, xfer[steps]]  # [n, L] the taken rules' rows
+    padded = np.concatenate([rows, np.full((len(steps), 1), -np.inf, np.float32)], axis=1)
+    slot = np.arange(width)[None]
+    flat[steps, xfer[steps]] = np.take_along_axis(padded, slot + (slot >= place[steps, None]), axis=1)
     return flat.reshape(top.shape)
 
 
